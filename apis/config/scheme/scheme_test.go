@@ -1,0 +1,122 @@
+package scheme
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	kubeschedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+
+	"github.com/berth-scheduler/berth/apis/config"
+)
+
+// decode runs a KubeSchedulerConfiguration through kube-scheduler's own
+// (strict) decoder, as `--config` does.
+func decode(t *testing.T, data string) (*kubeschedulerconfig.KubeSchedulerConfiguration, error) {
+	t.Helper()
+	obj, _, err := kubeschedulerscheme.Codecs.UniversalDecoder().Decode([]byte(data), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	cfg, ok := obj.(*kubeschedulerconfig.KubeSchedulerConfiguration)
+	if !ok {
+		t.Fatalf("decoded %T, want KubeSchedulerConfiguration", obj)
+	}
+	return cfg, nil
+}
+
+func pluginArgs(t *testing.T, cfg *kubeschedulerconfig.KubeSchedulerConfiguration, profile, plugin string) any {
+	t.Helper()
+	for _, p := range cfg.Profiles {
+		if p.SchedulerName != profile {
+			continue
+		}
+		for _, pc := range p.PluginConfig {
+			if pc.Name == plugin {
+				return pc.Args
+			}
+		}
+	}
+	t.Fatalf("no args for %s in profile %s", plugin, profile)
+	return nil
+}
+
+func TestDecodeCELPolicyArgs(t *testing.T) {
+	cfg, err := decode(t, `
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: berth
+  pluginConfig:
+  - name: CELPolicy
+    args:
+      rules:
+      - name: gpu-only
+        filter: "'gpu' in node.metadata.labels"
+        message: GPU nodes only
+      - name: prefer-spot
+        match: "pod.metadata.?labels.?tier.orValue('') == 'batch'"
+        score: "100"
+        failurePolicy: Ignore
+      - name: weighted
+        score: "50"
+        weight: 7
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &config.CELPolicyArgs{Rules: []config.CELPolicyRule{
+		// No score: no default weight.
+		{Name: "gpu-only", Filter: "'gpu' in node.metadata.labels", Message: "GPU nodes only", FailurePolicy: config.CELFailurePolicyFail},
+		{Name: "prefer-spot", Match: "pod.metadata.?labels.?tier.orValue('') == 'batch'", Score: "100", Weight: 1, FailurePolicy: config.CELFailurePolicyIgnore},
+		{Name: "weighted", Score: "50", Weight: 7, FailurePolicy: config.CELFailurePolicyFail},
+	}}
+	got := pluginArgs(t, cfg, "berth", "CELPolicy")
+	if diff := cmp.Diff(want, got, cmpIgnoreTypeMeta); diff != "" {
+		t.Errorf("decoded args (-want,+got):\n%s", diff)
+	}
+}
+
+func TestDecodeRejectsUnknownFields(t *testing.T) {
+	_, err := decode(t, `
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: berth
+  pluginConfig:
+  - name: CELPolicy
+    args:
+      rules:
+      - name: r
+        filter: "true"
+        wieght: 3
+`)
+	if err == nil || !strings.Contains(err.Error(), `unknown field "rules[0].wieght"`) {
+		t.Fatalf("want an unknown field error naming wieght, got %v", err)
+	}
+}
+
+func TestRoundTripDefaults(t *testing.T) {
+	// Weight 0 must survive conversion as an explicit value, so that validation sees it.
+	cfg, err := decode(t, `
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: berth
+  pluginConfig:
+  - name: CELPolicy
+    args:
+      rules:
+      - {name: r, score: "1", weight: 0}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pluginArgs(t, cfg, "berth", "CELPolicy").(*config.CELPolicyArgs)
+	if got.Rules[0].Weight != 0 {
+		t.Errorf("weight = %d, want the explicit 0", got.Rules[0].Weight)
+	}
+}
+
+var cmpIgnoreTypeMeta = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".TypeMeta" }, cmp.Ignore())

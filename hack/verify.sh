@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Fails when the tree is not as the generators, gofmt and `go mod tidy` leave it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fail=0
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [[ -n $unformatted ]]; then
+  echo "gofmt needed on:"; echo "$unformatted"; fail=1
+fi
+
+echo ">> go vet"
+go vet ./... || fail=1
+
+echo ">> generated code"
+hack/update-codegen.sh
+echo ">> go mod tidy"
+go mod tidy
+if ! git diff --quiet -- . || [[ -n $(git ls-files --others --exclude-standard) ]]; then
+  echo "generated files or go.mod/go.sum are stale; run 'make generate' and 'go mod tidy' and commit:"
+  git status --short
+  git diff --stat
+  fail=1
+fi
+exit $fail

@@ -1,0 +1,546 @@
+// Package celpolicy implements CELPolicy: scheduling rules written as CEL
+// expressions in the scheduler configuration (match, filter, score), compiled
+// at start-up and evaluated against a per-node cache at run time.
+package celpolicy
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/apis/config/validation"
+)
+
+// CELPolicy evaluates the configured rules. It holds no per-pod state between
+// cycles; per-node values are cached by NodeInfo generation.
+type CELPolicy struct {
+	env   *celEnv
+	rules []*compiledRule
+	// needNode / needNodeInfo: some expression reads that variable, so the
+	// per-node state must carry its value.
+	needNode, needNodeInfo bool
+	cache                  *nodeCache
+	counters               []ruleCounters
+}
+
+type ruleCounters struct {
+	match, filter, score exprCounters
+	clamped              metrics.CounterMetric
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &CELPolicy{}
+	_ fwk.FilterPlugin      = &CELPolicy{}
+	_ fwk.PreScorePlugin    = &CELPolicy{}
+	_ fwk.ScorePlugin       = &CELPolicy{}
+	_ fwk.EnqueueExtensions = &CELPolicy{}
+	_ fwk.SignPlugin        = &CELPolicy{}
+)
+
+const (
+	// Name is the plugin's registry name; its args kind is Name+"Args".
+	Name = "CELPolicy"
+
+	preFilterStateKey = "PreFilter" + Name
+	preScoreStateKey  = "PreScore" + Name
+
+	// signFragmentKey names CELPolicy's part of a pod's signature (KEP-5598).
+	signFragmentKey = Name + ".matchedRules"
+
+	// ErrReasonRuleError is logged with a rule's evaluation error.
+	ErrReasonRuleError = "CELPolicy rule could not be evaluated"
+)
+
+// Name returns the plugin's name.
+func (pl *CELPolicy) Name() string { return Name }
+
+// New compiles every rule; any error stops the scheduler at start-up.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, ok := obj.(*config.CELPolicyArgs)
+	if !ok {
+		return nil, fmt.Errorf("want args to be of type CELPolicyArgs, got %T", obj)
+	}
+	if err := validation.ValidateCELPolicyArgs(nil, args); err != nil {
+		return nil, err
+	}
+	env, err := getEnv()
+	if err != nil {
+		return nil, err
+	}
+	rules, errs := compileRules(env, nil, args)
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	registerMetrics()
+	pl := &CELPolicy{env: env, rules: rules, cache: newNodeCache(), counters: make([]ruleCounters, len(rules))}
+	for i, r := range rules {
+		policy := string(config.CELFailurePolicyFail)
+		if r.ignoreErrors {
+			policy = string(config.CELFailurePolicyIgnore)
+		}
+		pl.counters[i] = ruleCounters{
+			match:   newExprCounters(r.name, "match", policy),
+			filter:  newExprCounters(r.name, "filter", policy),
+			score:   newExprCounters(r.name, "score", policy),
+			clamped: clampedScores.WithLabelValues(r.name),
+		}
+		pl.needNode = pl.needNode || r.filter.readsNode() || r.score.readsNode()
+		pl.needNodeInfo = pl.needNodeInfo || r.filter.readsNodeInfo() || r.score.readsNodeInfo()
+	}
+	if h != nil && h.SharedInformerFactory() != nil {
+		// Forget deleted nodes so that the cache does not grow with node churn.
+		_, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			DeleteFunc: func(obj any) {
+				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = t.Obj
+				}
+				if n, ok := obj.(*v1.Node); ok {
+					pl.cache.remove(n.Name)
+				}
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("watching node deletions: %w", err)
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("CELPolicy rules compiled", "rules", len(rules))
+	return pl, nil
+}
+
+// activation feeds the three variables to a program without building a map.
+type activation struct {
+	pod, node, nodeInfo ref.Val
+}
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	var v ref.Val
+	switch name {
+	case varPod:
+		v = a.pod
+	case varNode:
+		v = a.node
+	case varNodeInfo:
+		v = a.nodeInfo
+	}
+	return v, v != nil
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
+
+// evalBool runs a bool expression and counts the result.
+func evalBool(x *expr, act *activation, c *exprCounters) (bool, error) {
+	v, _, err := x.prg.Eval(act)
+	if err != nil {
+		c.errs.Inc()
+		return false, err
+	}
+	b, ok := v.(types.Bool)
+	if !ok {
+		c.errs.Inc()
+		return false, fmt.Errorf("expected bool, got %s", v.Type().TypeName())
+	}
+	if b {
+		c.isTrue.Inc()
+	} else {
+		c.isFalse.Inc()
+	}
+	return bool(b), nil
+}
+
+// evalScore runs a number expression, counts it and clamps it to [0, 100].
+func evalScore(x *expr, act *activation, c *ruleCounters) (float64, error) {
+	v, _, err := x.prg.Eval(act)
+	if err != nil {
+		c.score.errs.Inc()
+		return 0, err
+	}
+	var f float64
+	switch n := v.(type) {
+	case types.Int:
+		f = float64(n)
+	case types.Uint:
+		f = float64(n)
+	case types.Double:
+		f = float64(n)
+	default:
+		c.score.errs.Inc()
+		return 0, fmt.Errorf("expected a number, got %s", v.Type().TypeName())
+	}
+	c.score.value.Inc()
+	switch {
+	case math.IsNaN(f) || f < 0:
+		c.clamped.Inc()
+		f = 0
+	case f > float64(fwk.MaxNodeScore):
+		c.clamped.Inc()
+		f = float64(fwk.MaxNodeScore)
+	}
+	return f, nil
+}
+
+// preFilterState is what PreFilter learns of the pod once per cycle.
+type preFilterState struct {
+	pod ref.Val
+	// matched are the indexes of the rules whose match selects the pod.
+	matched []int
+	// filters says whether a matched rule has a filter.
+	filters bool
+	// failed is the first rule whose match failed under policy Fail: every
+	// node is rejected with its error reason.
+	failed *compiledRule
+}
+
+func (s *preFilterState) Clone() fwk.StateData { return s }
+
+// matchPod evaluates every rule's match for pod. It runs once per cycle and
+// from queueing hints.
+func (pl *CELPolicy) matchPod(logger klog.Logger, pod *v1.Pod) (*preFilterState, error) {
+	podVal, err := pl.env.podVal(pod)
+	if err != nil {
+		return nil, err
+	}
+	s := &preFilterState{pod: podVal}
+	act := &activation{pod: podVal}
+	for i, r := range pl.rules {
+		if r.match != nil {
+			ok, err := evalBool(r.match, act, &pl.counters[i].match)
+			if err != nil {
+				pl.counters[i].match.errsPolicy.Inc()
+				logger.V(4).Info(ErrReasonRuleError, "rule", r.name, "expression", "match", "pod", klog.KObj(pod), "err", err)
+				if r.ignoreErrors {
+					continue
+				}
+				// Policy Fail: the rule rejects every node.
+				if s.failed == nil {
+					s.failed = r
+				}
+				continue
+			}
+			if !ok {
+				continue
+			}
+		}
+		s.matched = append(s.matched, i)
+		s.filters = s.filters || r.filter != nil
+	}
+	return s, nil
+}
+
+// PreFilter evaluates the rules' match expressions once for the pod. A pod
+// that no rule with a filter matches is skipped by Filter.
+func (pl *CELPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	s, err := pl.matchPod(klog.FromContext(ctx), pod)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	state.Write(preFilterStateKey, s)
+	if !s.filters && s.failed == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil: the rules' view of a node comes from the
+// NodeInfo passed to Filter, which preemption already adjusts.
+func (pl *CELPolicy) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+func getPreFilterState(state fwk.CycleState) (*preFilterState, error) {
+	c, err := state.Read(preFilterStateKey)
+	if err != nil {
+		return nil, fmt.Errorf("reading %q from cycleState: %w", preFilterStateKey, err)
+	}
+	s, ok := c.(*preFilterState)
+	if !ok {
+		return nil, fmt.Errorf("%+v convert to celpolicy.preFilterState error", c)
+	}
+	return s, nil
+}
+
+// nodeStateFor returns the node's cached state, building it when the
+// NodeInfo's generation has moved. Expressions that do not read the pod are
+// evaluated here, once per node generation for all pods.
+func (pl *CELPolicy) nodeStateFor(logger klog.Logger, ni fwk.NodeInfo) *nodeState {
+	node := ni.Node()
+	if s := pl.cache.get(node.Name, ni.GetGeneration()); s != nil {
+		return s
+	}
+	s := &nodeState{
+		generation: ni.GetGeneration(),
+		filter:     make([]outcome, len(pl.rules)),
+		score:      make([]float64, len(pl.rules)),
+		scoreOK:    make([]outcome, len(pl.rules)),
+	}
+	if pl.needNode {
+		nv, err := pl.env.nodeVal(node)
+		if err != nil {
+			nv = types.WrapErr(err)
+		}
+		s.node = nv
+	}
+	if pl.needNodeInfo {
+		s.info = pl.env.env.CELTypeAdapter().NativeToValue(nodeInfoFacts(ni))
+	}
+	act := &activation{node: s.node, nodeInfo: s.info}
+	for i, r := range pl.rules {
+		if r.filter != nil && !r.filter.readsPod() {
+			ok, err := evalBool(r.filter, act, &pl.counters[i].filter)
+			s.filter[i] = pl.filterOutcome(logger, i, ok, err, node)
+		}
+		if r.score != nil && !r.score.readsPod() {
+			v, err := evalScore(r.score, act, &pl.counters[i])
+			s.score[i], s.scoreOK[i] = v, pl.scoreOutcome(logger, i, err, node)
+		}
+	}
+	pl.cache.put(node.Name, s)
+	return s
+}
+
+func (pl *CELPolicy) filterOutcome(logger klog.Logger, i int, ok bool, err error, node *v1.Node) outcome {
+	switch {
+	case err != nil:
+		pl.counters[i].filter.errsPolicy.Inc()
+		logger.V(4).Info(ErrReasonRuleError, "rule", pl.rules[i].name, "expression", "filter", "node", klog.KObj(node), "err", err)
+		if pl.rules[i].ignoreErrors {
+			return outcomePass
+		}
+		return outcomeError
+	case ok:
+		return outcomePass
+	default:
+		return outcomeReject
+	}
+}
+
+func (pl *CELPolicy) scoreOutcome(logger klog.Logger, i int, err error, node *v1.Node) outcome {
+	if err == nil {
+		return outcomePass
+	}
+	pl.counters[i].score.errsPolicy.Inc()
+	logger.V(4).Info(ErrReasonRuleError, "rule", pl.rules[i].name, "expression", "score", "node", klog.KObj(node), "err", err)
+	if pl.rules[i].ignoreErrors {
+		return outcomeNone
+	}
+	return outcomeError
+}
+
+// rejection is the status for a node that rule i rejects. Rules that read
+// nodeInfo may pass once pods are removed, so preemption is allowed to try.
+func (pl *CELPolicy) rejection(r *compiledRule, o outcome) *fwk.Status {
+	code := fwk.UnschedulableAndUnresolvable
+	if r.filterCodeRes {
+		code = fwk.Unschedulable
+	}
+	if o == outcomeError {
+		return fwk.NewStatus(code, r.errorReason)
+	}
+	return fwk.NewStatus(code, r.rejectReason)
+}
+
+// Filter rejects the node if a matched rule's filter is false (or fails under
+// policy Fail). Outcomes of filters that do not read the pod come from the
+// node cache; only pod-reading filters are evaluated here.
+func (pl *CELPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s, err := getPreFilterState(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if s.failed != nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, s.failed.errorReason)
+	}
+	logger := klog.FromContext(ctx)
+	ns := pl.nodeStateFor(logger, nodeInfo)
+	for _, i := range s.matched {
+		r := pl.rules[i]
+		if r.filter == nil {
+			continue
+		}
+		o := ns.filter[i]
+		if r.filter.readsPod() {
+			act := activation{pod: s.pod, node: ns.node, nodeInfo: ns.info}
+			ok, err := evalBool(r.filter, &act, &pl.counters[i].filter)
+			o = pl.filterOutcome(logger, i, ok, err, nodeInfo.Node())
+		}
+		if o == outcomeReject || o == outcomeError {
+			if logger.V(5).Enabled() {
+				logger.V(5).Info("Node rejected by CELPolicy rule", "pod", klog.KObj(pod), "node", klog.KObj(nodeInfo.Node()), "rule", r.name)
+			}
+			return pl.rejection(r, o)
+		}
+	}
+	return nil
+}
+
+// preScoreState holds the matched rules that have a score.
+type preScoreState struct {
+	pod         ref.Val
+	scored      []int
+	totalWeight int64
+}
+
+func (s *preScoreState) Clone() fwk.StateData { return s }
+
+// PreScore keeps the matched rules that score; a pod without any is skipped.
+func (pl *CELPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	s, err := getPreFilterState(state)
+	if err != nil {
+		// CELPolicy may be enabled for scoring only; match the pod here then.
+		if s, err = pl.matchPod(klog.FromContext(ctx), pod); err != nil {
+			return fwk.AsStatus(err)
+		}
+	}
+	ps := &preScoreState{pod: s.pod}
+	for _, i := range s.matched {
+		if r := pl.rules[i]; r.score != nil {
+			ps.scored = append(ps.scored, i)
+			ps.totalWeight += r.weight
+		}
+	}
+	if len(ps.scored) == 0 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(preScoreStateKey, ps)
+	return nil
+}
+
+// Score is the weighted average of the matched rules' scores. A rule that
+// fails under policy Fail scores 0 on that node; under Ignore it is left out
+// of that node's average.
+func (pl *CELPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	c, err := state.Read(preScoreStateKey)
+	if err != nil {
+		return 0, fwk.AsStatus(fmt.Errorf("reading %q from cycleState: %w", preScoreStateKey, err))
+	}
+	s, ok := c.(*preScoreState)
+	if !ok {
+		return 0, fwk.AsStatus(fmt.Errorf("%+v convert to celpolicy.preScoreState error", c))
+	}
+	logger := klog.FromContext(ctx)
+	ns := pl.nodeStateFor(logger, nodeInfo)
+	var sum float64
+	weight := s.totalWeight
+	for _, i := range s.scored {
+		r := pl.rules[i]
+		v, o := ns.score[i], ns.scoreOK[i]
+		if r.score.readsPod() {
+			act := activation{pod: s.pod, node: ns.node, nodeInfo: ns.info}
+			var err error
+			v, err = evalScore(r.score, &act, &pl.counters[i])
+			o = pl.scoreOutcome(logger, i, err, nodeInfo.Node())
+		}
+		switch o {
+		case outcomePass:
+			sum += v * float64(r.weight)
+		case outcomeNone: // Ignore: leave the rule out for this node
+			weight -= r.weight
+		}
+	}
+	if weight <= 0 {
+		return 0, nil
+	}
+	return int64(math.Round(sum / float64(weight))), nil
+}
+
+// ScoreExtensions returns nil: scores are already in [0, MaxNodeScore].
+func (pl *CELPolicy) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// SignPod lets the scheduler reuse results across pods with equal signatures
+// (KEP-5598). The result depends on the pod only through the set of rules
+// that match it, unless a matched rule's filter or score reads the pod.
+func (pl *CELPolicy) SignPod(ctx context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	s, err := pl.matchPod(klog.FromContext(ctx), pod)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	names := make([]string, 0, len(s.matched))
+	for _, i := range s.matched {
+		r := pl.rules[i]
+		if r.filter.readsPod() || r.score.readsPod() {
+			return nil, fwk.NewStatus(fwk.Unschedulable, "CELPolicy rule "+r.name+" reads the pod")
+		}
+		names = append(names, r.name)
+	}
+	if s.failed != nil {
+		names = append(names, "failed:"+s.failed.name)
+	}
+	sort.Strings(names)
+	return []fwk.SignFragment{{Key: signFragmentKey, Value: names}}, nil
+}
+
+// EventsToRegister returns the events that can make a rejected pod
+// schedulable: a node added or changed (labels, taints, allocatable, anything
+// a rule may read), and an assigned pod removed when a rule reads nodeInfo.
+func (pl *CELPolicy) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	events := []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable | fwk.UpdateNodeAnnotation | fwk.UpdateNodeCondition}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
+	}
+	if pl.needNodeInfo {
+		events = append(events, fwk.ClusterEventWithHint{
+			Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodDeleted,
+		})
+	}
+	return events, nil
+}
+
+// isSchedulableAfterNodeChange requeues the pod only if the new node passes
+// every matched filter that can be checked without the scheduler's view of
+// the node (filters reading nodeInfo are assumed to pass).
+func (pl *CELPolicy) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	node, ok := newObj.(*v1.Node)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("expected *v1.Node, got %T", newObj)
+	}
+	s, err := pl.matchPod(logger, pod)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if s.failed != nil {
+		return fwk.QueueSkip, nil
+	}
+	nodeVal, err := pl.env.nodeVal(node)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	act := &activation{pod: s.pod, node: nodeVal}
+	for _, i := range s.matched {
+		r := pl.rules[i]
+		if r.filter == nil || r.filter.readsNodeInfo() {
+			continue
+		}
+		ok, err := evalBool(r.filter, act, &pl.counters[i].filter)
+		if err != nil && !r.ignoreErrors || err == nil && !ok {
+			logger.V(5).Info("Node change does not make the pod schedulable for CELPolicy", "pod", klog.KObj(pod), "node", klog.KObj(node), "rule", r.name)
+			return fwk.QueueSkip, nil
+		}
+	}
+	return fwk.Queue, nil
+}
+
+// isSchedulableAfterPodDeleted requeues the pod when a matched filter reads
+// nodeInfo, whose requested/free/podCount the deletion changes.
+func (pl *CELPolicy) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	if _, ok := oldObj.(*v1.Pod); !ok {
+		return fwk.Queue, fmt.Errorf("expected *v1.Pod, got %T", oldObj)
+	}
+	s, err := pl.matchPod(logger, pod)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	for _, i := range s.matched {
+		if pl.rules[i].filter.readsNodeInfo() {
+			return fwk.Queue, nil
+		}
+	}
+	return fwk.QueueSkip, nil
+}

@@ -1,0 +1,26 @@
+// Package registry lists Berth's plugins. The binary and the integration
+// tests build the scheduler from the same list.
+package registry
+
+import (
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/berth-scheduler/berth/pkg/plugins/celpolicy"
+)
+
+// Plugins maps each Berth plugin's registry name to its factory.
+func Plugins() runtime.Registry {
+	return runtime.Registry{
+		celpolicy.Name: celpolicy.New,
+	}
+}
+
+// Options turns Plugins into app.WithPlugin options for app.NewSchedulerCommand and app.Setup.
+func Options() []app.Option {
+	var opts []app.Option
+	for name, factory := range Plugins() {
+		opts = append(opts, app.WithPlugin(name, factory))
+	}
+	return opts
+}

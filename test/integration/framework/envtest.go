@@ -1,0 +1,115 @@
+// Package framework starts what Berth's integration suites run against: a
+// real kube-apiserver and etcd (envtest, with binaries built from the Go
+// module proxy by `make envtest-bin`) and Berth's scheduler in-process,
+// built from a KubeSchedulerConfiguration file through upstream's app.Setup
+// and app.Run, the code path of the binary.
+package framework
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Env is one running control plane.
+type Env struct {
+	env *envtest.Environment
+	// Config is an admin (system:masters) client config.
+	Config *rest.Config
+	// Client is an admin clientset.
+	Client kubernetes.Interface
+	// Kubeconfig is the path of an admin kubeconfig file, for the scheduler.
+	Kubeconfig string
+	// Dir is a scratch directory removed by Stop.
+	Dir string
+}
+
+// RepoRoot finds the repository root (the directory holding go.mod) from the
+// test's working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// StartEnv starts etcd and kube-apiserver from $KUBEBUILDER_ASSETS and loads
+// the CRDs under manifests/crds, if there are any.
+//
+// Nodes: the API server's TaintNodesByCondition admission plugin adds
+// node.kubernetes.io/not-ready:NoSchedule to every new Node, and envtest runs
+// no node lifecycle controller to remove it, so the suite disables that
+// admission plugin; CreateNode then makes nodes Ready as a kubelet would.
+func StartEnv() (*Env, error) {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test-integration`, which builds kube-apiserver and etcd into bin/k8s/<version>")
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "berth-envtest-")
+	if err != nil {
+		return nil, err
+	}
+	te := &envtest.Environment{ErrorIfCRDPathMissing: false}
+	if crds := filepath.Join(root, "manifests", "crds"); dirExists(crds) {
+		te.CRDDirectoryPaths = []string{crds}
+	}
+	te.ControlPlane.GetAPIServer().Configure().Append("disable-admission-plugins", "TaintNodesByCondition")
+
+	cfg, err := te.Start()
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	e := &Env{env: te, Config: cfg, Dir: dir}
+	if e.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	user, err := te.AddUser(envtest.User{Name: "berth-test-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		_ = e.Stop()
+		return nil, fmt.Errorf("adding the admin user: %w", err)
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	e.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(e.Kubeconfig, kubeconfig, 0o600); err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+// Stop stops the control plane and removes the scratch directory.
+func (e *Env) Stop() error {
+	err := e.env.Stop()
+	if rmErr := os.RemoveAll(e.Dir); err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+func dirExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}

@@ -1,0 +1,157 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+)
+
+// NodeSpec describes a test node.
+type NodeSpec struct {
+	Name   string
+	CPU    string // allocatable and capacity, e.g. "4"
+	Memory string // e.g. "8Gi"
+	Pods   string // defaults to "110"
+	// Extended are extra allocatable resources, e.g. {"nvidia.com/gpu": "1"}.
+	Extended map[string]string
+	Labels   map[string]string
+	Taints   []v1.Taint
+}
+
+// CreateNode creates a Ready node with the given allocatable resources, as a
+// kubelet would register it (status is written with UpdateStatus).
+func CreateNode(ctx context.Context, c kubernetes.Interface, s NodeSpec) (*v1.Node, error) {
+	pods := s.Pods
+	if pods == "" {
+		pods = "110"
+	}
+	rl := v1.ResourceList{
+		v1.ResourceCPU:    resource.MustParse(s.CPU),
+		v1.ResourceMemory: resource.MustParse(s.Memory),
+		v1.ResourcePods:   resource.MustParse(pods),
+	}
+	for k, q := range s.Extended {
+		rl[v1.ResourceName(k)] = resource.MustParse(q)
+	}
+	labels := map[string]string{v1.LabelHostname: s.Name}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Labels: labels},
+		Spec:       v1.NodeSpec{Taints: s.Taints},
+	}
+	created, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating node %s: %w", s.Name, err)
+	}
+	created.Status = v1.NodeStatus{
+		Capacity:    rl,
+		Allocatable: rl,
+		Phase:       v1.NodeRunning,
+		Conditions: []v1.NodeCondition{{
+			Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "KubeletReady",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+		}},
+	}
+	updated, err := c.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("making node %s ready: %w", s.Name, err)
+	}
+	return updated, nil
+}
+
+// PodSpec describes a test pod with one container.
+type PodSpec struct {
+	Namespace     string
+	Name          string
+	SchedulerName string // defaults to default-scheduler
+	CPU, Memory   string // requests (and limits); empty means none
+	Extended      map[string]string
+	Labels        map[string]string
+	Tolerations   []v1.Toleration
+	HostPort      int32
+}
+
+// MakePod builds a pod (not yet created). The container never runs: envtest
+// has no kubelet.
+func MakePod(s PodSpec) *v1.Pod {
+	req := v1.ResourceList{}
+	if s.CPU != "" {
+		req[v1.ResourceCPU] = resource.MustParse(s.CPU)
+	}
+	if s.Memory != "" {
+		req[v1.ResourceMemory] = resource.MustParse(s.Memory)
+	}
+	for k, q := range s.Extended {
+		req[v1.ResourceName(k)] = resource.MustParse(q)
+	}
+	c := v1.Container{Name: "app", Image: "registry.k8s.io/pause:3.10", Resources: v1.ResourceRequirements{Requests: req, Limits: req}}
+	if s.HostPort != 0 {
+		c.Ports = []v1.ContainerPort{{ContainerPort: 8080, HostPort: s.HostPort, Protocol: v1.ProtocolTCP}}
+	}
+	ns := s.Namespace
+	if ns == "" {
+		ns = metav1.NamespaceDefault
+	}
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name, Labels: s.Labels},
+		Spec: v1.PodSpec{
+			SchedulerName: s.SchedulerName,
+			Containers:    []v1.Container{c},
+			Tolerations:   s.Tolerations,
+		},
+	}
+}
+
+// CreatePod creates the pod described by s.
+func CreatePod(ctx context.Context, c kubernetes.Interface, s PodSpec) (*v1.Pod, error) {
+	p, err := c.CoreV1().Pods(MakePod(s).Namespace).Create(ctx, MakePod(s), metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating pod %s: %w", s.Name, err)
+	}
+	return p, nil
+}
+
+// NodeNameOf returns a poller for the pod's spec.nodeName, for Eventually.
+func NodeNameOf(ctx context.Context, c kubernetes.Interface, namespace, name string) func() (string, error) {
+	return func() (string, error) {
+		p, err := c.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return p.Spec.NodeName, nil
+	}
+}
+
+// EventsFor returns a poller for the events whose involved object is the pod
+// and whose reason is reason (e.g. "FailedScheduling", "Scheduled").
+func EventsFor(ctx context.Context, c kubernetes.Interface, namespace, pod, reason string) func() ([]v1.Event, error) {
+	return func() ([]v1.Event, error) {
+		sel := fields.Set{"involvedObject.name": pod, "reason": reason}.AsSelector().String()
+		l, err := c.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			return nil, err
+		}
+		return l.Items, nil
+	}
+}
+
+// EventMessages maps events to their messages, for matchers.
+func EventMessages(events []v1.Event) []string {
+	out := make([]string, 0, len(events))
+	for _, e := range events {
+		out = append(out, e.Message)
+	}
+	return out
+}
+
+// Namespace builds a namespace with a generated name.
+func Namespace(prefix string) *v1.Namespace {
+	return &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+}

@@ -1,0 +1,46 @@
+package integration
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/berth-scheduler/berth/test/integration/framework"
+)
+
+// One control plane and one scheduler for the whole suite (see framework.StartScheduler).
+var (
+	env       *framework.Env
+	scheduler *framework.Scheduler
+)
+
+func TestIntegration(t *testing.T) {
+	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	RunSpecs(t, "Berth integration suite")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	var err error
+	env, err = framework.StartEnv()
+	Expect(err).NotTo(HaveOccurred())
+	cfg, err := framework.PrepareConfig(filepath.Join("testdata", "scheduler-config.yaml"), env.Dir, env.Kubeconfig, false)
+	Expect(err).NotTo(HaveOccurred())
+	// The scheduler outlives this node's context: it is stopped in AfterSuite.
+	scheduler, err = framework.StartScheduler(context.Background(), cfg)
+	Expect(err).NotTo(HaveOccurred())
+}, NodeTimeout(2*time.Minute))
+
+var _ = AfterSuite(func() {
+	if scheduler != nil {
+		scheduler.Stop()
+	}
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
