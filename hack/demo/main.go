@@ -69,7 +69,7 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 	if err := os.WriteFile(cfgPath, schedulerConfig, 0o600); err != nil {
 		return err
 	}
-	if cfgPath, err = framework.PrepareConfig(cfgPath, filepath.Join(env.Dir), env.Kubeconfig, false); err != nil {
+	if cfgPath, err = framework.PrepareConfig(env.Dir, "scheduler-config.yaml", env.Kubeconfig, false, cfgPath); err != nil {
 		return err
 	}
 	logPath := filepath.Join(env.Dir, "scheduler.log")

@@ -93,7 +93,7 @@ var _ = Describe("Berth's scheduler", Serial, func() {
 
 	Context("with an invalid Berth plugin arg", func() {
 		It("fails setup with an error naming the profile, the plugin and the field", func(ctx SpecContext) {
-			cfg, err := framework.PrepareConfig(filepath.Join("testdata", "invalid-args.yaml"), env.Dir, env.Kubeconfig, false)
+			cfg, err := framework.PrepareConfig(env.Dir, "invalid-args.yaml", env.Kubeconfig, false, filepath.Join("testdata", "invalid-args.yaml"))
 			Expect(err).NotTo(HaveOccurred())
 			err = framework.SetupScheduler(ctx, cfg)
 			Expect(err).To(HaveOccurred())

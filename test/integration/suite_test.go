@@ -29,7 +29,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	var err error
 	env, err = framework.StartEnv()
 	Expect(err).NotTo(HaveOccurred())
-	cfg, err := framework.PrepareConfig(filepath.Join("testdata", "scheduler-config.yaml"), env.Dir, env.Kubeconfig, false)
+	root, err := framework.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	// The suite's own profiles plus every plugin's example config from manifests/.
+	cfg, err := framework.PrepareConfig(env.Dir, "scheduler-config.yaml", env.Kubeconfig, false,
+		filepath.Join("testdata", "scheduler-config.yaml"),
+		filepath.Join(root, "manifests", "examples", "celpolicy.yaml"),
+	)
 	Expect(err).NotTo(HaveOccurred())
 	// The scheduler outlives this node's context: it is stopped in AfterSuite.
 	scheduler, err = framework.StartScheduler(context.Background(), cfg)

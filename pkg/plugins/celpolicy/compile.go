@@ -2,7 +2,6 @@ package celpolicy
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 
@@ -14,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/version"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/environment"
@@ -50,9 +50,9 @@ const (
 // CEL base environment plus `pod`, `node` (typed from the API's OpenAPI
 // schemas, so an unknown field is a compile error) and `nodeInfo`.
 type celEnv struct {
-	env        *cel.Env
-	podSchema  *openapi.Schema
-	nodeSchema *openapi.Schema
+	env       *cel.Env
+	podPaths  *typedPaths
+	nodePaths *typedPaths
 	// roots are the declared types of the variables, for size estimates.
 	roots map[string]*apiservercel.DeclType
 }
@@ -128,10 +128,10 @@ func newEnv() (*celEnv, error) {
 		return nil, fmt.Errorf("building the CEL environment: %w", err)
 	}
 	return &celEnv{
-		env:        env,
-		podSchema:  &openapi.Schema{Schema: podSchema},
-		nodeSchema: &openapi.Schema{Schema: nodeSchema},
-		roots:      map[string]*apiservercel.DeclType{varPod: podType, varNode: nodeType, varNodeInfo: infoType},
+		env:       env,
+		podPaths:  newTypedPaths(podSchema, 0),
+		nodePaths: newTypedPaths(nodeSchema, 0),
+		roots:     map[string]*apiservercel.DeclType{varPod: podType, varNode: nodeType, varNodeInfo: infoType},
 	}, nil
 }
 
@@ -172,21 +172,22 @@ func typeQuantities(s *spec.Schema) {
 	}
 }
 
-// podVal and nodeVal expose API objects to CEL with the API's field names.
+// podVal and nodeVal expose API objects to CEL with the API's field names,
+// as plain maps (see typedPaths).
 func (e *celEnv) podVal(pod *v1.Pod) (ref.Val, error) {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
-	if err != nil {
-		return nil, fmt.Errorf("converting pod for CEL: %w", err)
-	}
-	return common.UnstructuredToVal(u, e.podSchema), nil
+	return e.objectVal(pod, e.podPaths)
 }
 
 func (e *celEnv) nodeVal(node *v1.Node) (ref.Val, error) {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(node)
+	return e.objectVal(node, e.nodePaths)
+}
+
+func (e *celEnv) objectVal(obj runtime.Object, paths *typedPaths) (ref.Val, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
-		return nil, fmt.Errorf("converting node for CEL: %w", err)
+		return nil, fmt.Errorf("converting %T for CEL: %w", obj, err)
 	}
-	return common.UnstructuredToVal(u, e.nodeSchema), nil
+	return e.env.CELTypeAdapter().NativeToValue(paths.apply(u)), nil
 }
 
 // expr is one compiled expression and the variables it reads.
@@ -211,7 +212,11 @@ const (
 func (e *celEnv) compileExpr(path *field.Path, text string, want resultKind, allowed ...string) (*expr, *field.Error) {
 	checked, iss := e.env.Compile(text)
 	if iss.Err() != nil {
-		return nil, field.Invalid(path, text, "compiling: "+oneLine(iss.Err().Error()))
+		msgs := make([]string, 0, len(iss.Errors()))
+		for _, e := range iss.Errors() {
+			msgs = append(msgs, fmt.Sprintf("line %d, column %d: %s", e.Location.Line(), e.Location.Column()+1, e.Message))
+		}
+		return nil, field.Invalid(path, text, "compiling: "+strings.Join(msgs, "; "))
 	}
 	out := checked.OutputType()
 	switch want {
@@ -238,16 +243,17 @@ func (e *celEnv) compileExpr(path *field.Path, text string, want resultKind, all
 	if err != nil {
 		return nil, field.Invalid(path, text, "estimating cost: "+err.Error())
 	}
-	// An expression whose sizes the estimator cannot bound (for example a
-	// list reached through an optional, node.spec.?taints.orValue([])) has
-	// an unknown estimate, not a large one: the runtime limit covers it.
-	if cost.Max > EstimatedCostLimit && cost.Max != math.MaxUint64 {
+	if cost.Max > EstimatedCostLimit {
 		return nil, field.Invalid(path, text, fmt.Sprintf("estimated cost %d exceeds the limit %d; bound list sizes or simplify the expression", cost.Max, EstimatedCostLimit))
 	}
-	prg, err := e.env.Program(checked,
-		cel.CostLimit(RuntimeCostLimit),
-		cel.InterruptCheckFrequency(100),
-	)
+	// Tracking cost at run time wraps every step of the evaluation (it made a
+	// two-label comparison ten times slower); an expression whose worst case
+	// is already within the runtime limit needs no tracking.
+	var opts []cel.ProgramOption
+	if cost.Max > RuntimeCostLimit {
+		opts = append(opts, cel.CostLimit(RuntimeCostLimit), cel.InterruptCheckFrequency(100))
+	}
+	prg, err := e.env.Program(checked, opts...)
 	if err != nil {
 		return nil, field.InternalError(path, fmt.Errorf("building program: %w", err))
 	}
@@ -262,13 +268,16 @@ type sizeEstimator struct {
 }
 
 func (s *sizeEstimator) EstimateSize(element checker.AstNode) *checker.SizeEstimate {
+	// Every value an expression reads comes from a pod or a node, which the
+	// API server accepted in one request: nothing in it is larger than that.
+	unknown := &checker.SizeEstimate{Min: 0, Max: uint64(celconfig.MaxRequestSizeBytes)}
 	path := element.Path()
 	if len(path) == 0 {
-		return nil
+		return unknown
 	}
 	cur, ok := s.roots[path[0]]
 	if !ok {
-		return nil
+		return unknown
 	}
 	for _, name := range path[1:] {
 		switch name {
@@ -279,12 +288,12 @@ func (s *sizeEstimator) EstimateSize(element checker.AstNode) *checker.SizeEstim
 		default:
 			f, ok := cur.Fields[name]
 			if !ok {
-				return nil
+				return unknown
 			}
 			cur = f.Type
 		}
 		if cur == nil {
-			return nil
+			return unknown
 		}
 	}
 	return &checker.SizeEstimate{Min: 0, Max: uint64(cur.MaxElements)}
@@ -304,10 +313,6 @@ func referencedVariables(a *ast.AST) map[string]bool {
 		}
 	}
 	return reads
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", " | ")), " ")
 }
 
 // compiledRule is a rule ready to run; reasons are built once here so that

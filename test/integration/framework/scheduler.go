@@ -20,37 +20,64 @@ type Scheduler struct {
 	done   chan error
 }
 
-// PrepareConfig copies a KubeSchedulerConfiguration file into dir, pointing
-// clientConnection.kubeconfig at kubeconfig (the files under manifests/ name
-// the path a control-plane node has) and turning leader election off unless
-// leaderElect is true. It returns the new file's path.
-func PrepareConfig(src, dir, kubeconfig string, leaderElect bool) (string, error) {
-	raw, err := os.ReadFile(src)
-	if err != nil {
-		return "", err
-	}
+// PrepareConfig writes dir/name: the KubeSchedulerConfiguration of the first
+// source file, with the profiles of all sources (the first profile of a
+// given schedulerName wins), clientConnection.kubeconfig pointing at
+// kubeconfig (the files under manifests/ name the path a control-plane node
+// has) and leader election on only if leaderElect. One scheduler can thus
+// run the example configs of several plugins side by side.
+func PrepareConfig(dir, name, kubeconfig string, leaderElect bool, sources ...string) (string, error) {
 	var doc map[string]any
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return "", fmt.Errorf("parsing %s: %w", src, err)
+	var profiles []any
+	seen := map[string]bool{}
+	for i, src := range sources {
+		raw, err := os.ReadFile(src)
+		if err != nil {
+			return "", err
+		}
+		var d map[string]any
+		if err := yaml.Unmarshal(raw, &d); err != nil {
+			return "", fmt.Errorf("parsing %s: %w", src, err)
+		}
+		if i == 0 {
+			doc = d
+		}
+		ps, _ := d["profiles"].([]any)
+		for _, p := range ps {
+			pm, _ := p.(map[string]any)
+			n, _ := pm["schedulerName"].(string)
+			if n == "" {
+				n = "default-scheduler"
+			}
+			if !seen[n] {
+				seen[n] = true
+				profiles = append(profiles, p)
+			}
+		}
 	}
-	cc, _ := doc["clientConnection"].(map[string]any)
-	if cc == nil {
-		cc = map[string]any{}
+	if doc == nil {
+		return "", fmt.Errorf("no config file given")
 	}
-	cc["kubeconfig"] = kubeconfig
-	doc["clientConnection"] = cc
-	le, _ := doc["leaderElection"].(map[string]any)
-	if le == nil {
-		le = map[string]any{}
+	if len(profiles) > 0 {
+		doc["profiles"] = profiles
 	}
-	le["leaderElect"] = leaderElect
-	doc["leaderElection"] = le
+	doc["clientConnection"] = setKey(doc["clientConnection"], "kubeconfig", kubeconfig)
+	doc["leaderElection"] = setKey(doc["leaderElection"], "leaderElect", leaderElect)
 	out, err := yaml.Marshal(doc)
 	if err != nil {
 		return "", err
 	}
-	dst := filepath.Join(dir, filepath.Base(src))
+	dst := filepath.Join(dir, name)
 	return dst, os.WriteFile(dst, out, 0o600)
+}
+
+func setKey(m any, key string, value any) map[string]any {
+	mm, _ := m.(map[string]any)
+	if mm == nil {
+		mm = map[string]any{}
+	}
+	mm[key] = value
+	return mm
 }
 
 // SetupScheduler builds a scheduler from a config file exactly as the
