@@ -38,8 +38,9 @@ func main() {
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *schedulerBin, *assets, *timeout); err != nil {
+	err := run(ctx, *schedulerBin, *assets, *timeout)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}

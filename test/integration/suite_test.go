@@ -44,7 +44,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 var _ = AfterSuite(func() {
 	if scheduler != nil {
-		scheduler.Stop()
+		GinkgoWriter.Printf("scheduler stopped: %v\n", scheduler.Stop())
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())

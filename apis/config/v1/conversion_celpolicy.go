@@ -8,7 +8,7 @@ import (
 
 // Convert_Pointer_v1_CELFailurePolicy_To_config_CELFailurePolicy converts an
 // optional failure policy; defaulting has filled it before this runs.
-func Convert_Pointer_v1_CELFailurePolicy_To_config_CELFailurePolicy(in **CELFailurePolicy, out *config.CELFailurePolicy, _ conversion.Scope) error { //nolint:revive,staticcheck // name required by conversion-gen
+func Convert_Pointer_v1_CELFailurePolicy_To_config_CELFailurePolicy(in **CELFailurePolicy, out *config.CELFailurePolicy, _ conversion.Scope) error { //nolint:revive // name required by conversion-gen
 	if *in == nil {
 		*out = ""
 		return nil
@@ -18,7 +18,7 @@ func Convert_Pointer_v1_CELFailurePolicy_To_config_CELFailurePolicy(in **CELFail
 }
 
 // Convert_config_CELFailurePolicy_To_Pointer_v1_CELFailurePolicy converts back; empty means unset.
-func Convert_config_CELFailurePolicy_To_Pointer_v1_CELFailurePolicy(in *config.CELFailurePolicy, out **CELFailurePolicy, _ conversion.Scope) error { //nolint:revive,staticcheck // name required by conversion-gen
+func Convert_config_CELFailurePolicy_To_Pointer_v1_CELFailurePolicy(in *config.CELFailurePolicy, out **CELFailurePolicy, _ conversion.Scope) error { //nolint:revive // name required by conversion-gen
 	if *in == "" {
 		*out = nil
 		return nil

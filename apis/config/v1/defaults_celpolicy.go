@@ -7,7 +7,7 @@ const DefaultCELPolicyWeight int32 = 1
 
 // SetDefaults_CELPolicyArgs defaults each rule's weight (only where it has a
 // score) and failure policy.
-func SetDefaults_CELPolicyArgs(obj *CELPolicyArgs) { //nolint:revive,staticcheck // name required by defaulter-gen
+func SetDefaults_CELPolicyArgs(obj *CELPolicyArgs) { //nolint:revive // name required by defaulter-gen
 	for i := range obj.Rules {
 		r := &obj.Rules[i]
 		if r.Score != "" && r.Weight == nil {

@@ -183,9 +183,9 @@ func evalScore(x *expr, act *activation, c *ruleCounters) (float64, error) {
 	case math.IsNaN(f) || f < 0:
 		c.clamped.Inc()
 		f = 0
-	case f > float64(fwk.MaxNodeScore):
+	case f > float64(fwk.MaxScore):
 		c.clamped.Inc()
-		f = float64(fwk.MaxNodeScore)
+		f = float64(fwk.MaxScore)
 	}
 	return f, nil
 }

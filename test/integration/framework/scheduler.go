@@ -110,8 +110,10 @@ func StartScheduler(ctx context.Context, configFile string) (*Scheduler, error) 
 	return s, nil
 }
 
-// Stop stops the scheduler and waits for app.Run to return.
-func (s *Scheduler) Stop() {
+// Stop stops the scheduler and waits for app.Run to return. app.Run returns
+// an error even on a clean stop ("finished without leader elect"), so the
+// error is only worth logging by the caller.
+func (s *Scheduler) Stop() error {
 	s.cancel()
-	<-s.done
+	return <-s.done
 }
