@@ -187,7 +187,8 @@ func (e *celEnv) objectVal(obj runtime.Object, paths *typedPaths) (ref.Val, erro
 	if err != nil {
 		return nil, fmt.Errorf("converting %T for CEL: %w", obj, err)
 	}
-	return e.env.CELTypeAdapter().NativeToValue(paths.apply(u)), nil
+	adapter := e.env.CELTypeAdapter()
+	return adapter.NativeToValue(prewrap(adapter, paths.apply(u))), nil
 }
 
 // expr is one compiled expression and the variables it reads.

@@ -3,6 +3,8 @@ package celpolicy
 import (
 	"time"
 
+	"github.com/google/cel-go/common/types"
+
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
@@ -85,4 +87,25 @@ func (t *typedPaths) apply(v any) any {
 		}
 	}
 	return v
+}
+
+// prewrap turns an unstructured object into CEL values once: every nested
+// map and list becomes a ref.Val stored in its parent. A plain nested map
+// would be wrapped again on every field selection (one or two allocations
+// per step, per node, per pod); prewrapped, a selection is a map lookup.
+func prewrap(adapter types.Adapter, v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = prewrap(adapter, e)
+		}
+		return types.NewStringInterfaceMap(adapter, x)
+	case []any:
+		for i, e := range x {
+			x[i] = prewrap(adapter, e)
+		}
+		return types.NewDynamicList(adapter, x)
+	default:
+		return adapter.NativeToValue(v)
+	}
 }
