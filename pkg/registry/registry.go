@@ -7,12 +7,14 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/berth-scheduler/berth/pkg/plugins/celpolicy"
+	"github.com/berth-scheduler/berth/pkg/plugins/loadaware"
 )
 
 // Plugins maps each Berth plugin's registry name to its factory.
 func Plugins() runtime.Registry {
 	return runtime.Registry{
 		celpolicy.Name: celpolicy.New,
+		loadaware.Name: loadaware.New,
 	}
 }
 

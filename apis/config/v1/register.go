@@ -27,6 +27,7 @@ func init() {
 func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&CELPolicyArgs{},
+		&LoadAwareArgs{},
 	)
 	return nil
 }

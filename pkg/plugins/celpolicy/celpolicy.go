@@ -197,8 +197,8 @@ type preFilterState struct {
 	matched []int
 	// filters says whether a matched rule has a filter.
 	filters bool
-	// failed is the first rule whose match failed under policy Fail: every
-	// node is rejected with its error reason.
+	// failed is the first rule whose match failed under policy Fail:
+	// PreFilter rejects the pod with its error reason.
 	failed *compiledRule
 }
 
@@ -246,7 +246,11 @@ func (pl *CELPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 		return nil, fwk.AsStatus(err)
 	}
 	state.Write(preFilterStateKey, s)
-	if !s.filters && s.failed == nil {
+	if s.failed != nil {
+		// A match that fails under policy Fail rejects the pod on every node.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, s.failed.errorReason)
+	}
+	if !s.filters {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return nil, nil
@@ -355,9 +359,6 @@ func (pl *CELPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	s, err := getPreFilterState(state)
 	if err != nil {
 		return fwk.AsStatus(err)
-	}
-	if s.failed != nil {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, s.failed.errorReason)
 	}
 	logger := klog.FromContext(ctx)
 	ns := pl.nodeStateFor(logger, nodeInfo)

@@ -1,0 +1,523 @@
+// Package loadaware implements LoadAware: it filters and scores nodes by
+// measured utilisation (metrics.k8s.io, or an annotation an exporter writes)
+// plus the estimates of pods placed since the sample was taken.
+package loadaware
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/apis/config/validation"
+)
+
+const (
+	// Name is the plugin's registry name; its args kind is Name+"Args".
+	Name = "LoadAware"
+
+	preFilterStateKey = "PreFilter" + Name
+	preScoreStateKey  = "PreScore" + Name
+
+	// ErrReasonCPU and ErrReasonMemory say which threshold a node's estimated usage would exceed.
+	ErrReasonCPU    = "node(s) had CPU usage over the LoadAware threshold"
+	ErrReasonMemory = "node(s) had memory usage over the LoadAware threshold"
+	// ErrReasonNoMetrics is used with onMissingMetrics: Reject.
+	ErrReasonNoMetrics = "node(s) had no recent usage metrics"
+
+	signFragmentKey = Name + ".estimate"
+)
+
+// LoadAware filters out nodes whose estimated usage would exceed a threshold
+// and prefers nodes with lower estimated usage.
+type LoadAware struct {
+	handle     fwk.Handle
+	source     usageSource
+	tracker    *tracker
+	expiration time.Duration
+	now        func() time.Time
+
+	// thresholds and weights per resource (0 = off).
+	cpuThreshold, memThreshold int64
+	cpuWeight, memWeight       int64
+	defaultEstimate            estimate
+	rejectMissing              bool
+
+	// rejected are pods Filter turned away for usage; they are activated
+	// when a refresh shows a node cooled down.
+	rejectedMu sync.Mutex
+	rejected   map[types.UID]*v1.Pod
+
+	filteredCPU, filteredMem, filteredMissing metrics.CounterMetric
+	missingFilter, staleFilter                metrics.CounterMetric
+	missingScore, staleScore                  metrics.CounterMetric
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &LoadAware{}
+	_ fwk.FilterPlugin      = &LoadAware{}
+	_ fwk.PreScorePlugin    = &LoadAware{}
+	_ fwk.ScorePlugin       = &LoadAware{}
+	_ fwk.ReservePlugin     = &LoadAware{}
+	_ fwk.EnqueueExtensions = &LoadAware{}
+	_ fwk.SignPlugin        = &LoadAware{}
+)
+
+// Name returns the plugin's name.
+func (pl *LoadAware) Name() string { return Name }
+
+// MetricsClientFunc builds the metrics.k8s.io client of the MetricsAPI source.
+type MetricsClientFunc func(*rest.Config) (metricsclient.Interface, error)
+
+// New builds LoadAware with a metrics client from the scheduler's kubeconfig.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	return NewWithMetricsClient(func(c *rest.Config) (metricsclient.Interface, error) {
+		return metricsclient.NewForConfig(c)
+	})(ctx, obj, h)
+}
+
+// NewWithMetricsClient returns a plugin factory whose MetricsAPI source uses
+// the client newClient builds (tests point it at a local server).
+func NewWithMetricsClient(newClient MetricsClientFunc) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		args, ok := obj.(*config.LoadAwareArgs)
+		if !ok {
+			return nil, fmt.Errorf("want args to be of type LoadAwareArgs, got %T", obj)
+		}
+		if err := validation.ValidateLoadAwareArgs(nil, args); err != nil {
+			return nil, err
+		}
+		if h == nil || h.SharedInformerFactory() == nil {
+			return nil, fmt.Errorf("LoadAware needs the scheduler's informers")
+		}
+		registerMetrics()
+		pl := newPlugin(args, h)
+
+		switch args.Source {
+		case config.LoadAwareSourceMetricsAPI:
+			client, err := newClient(h.KubeConfig())
+			if err != nil {
+				return nil, fmt.Errorf("building the metrics.k8s.io client: %w", err)
+			}
+			src := newMetricsAPISource(client, args.MetricsRefreshInterval.Duration, pl.onRefresh)
+			pl.source = src
+			go src.run(ctx)
+		case config.LoadAwareSourceNodeAnnotations:
+			src := newAnnotationSource(args.AnnotationKey)
+			pl.source = src
+			if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+				DeleteFunc: func(obj any) {
+					if n, ok := tombstone[*v1.Node](obj); ok {
+						src.forget(n.Name)
+					}
+				},
+			}); err != nil {
+				return nil, fmt.Errorf("watching node deletions: %w", err)
+			}
+			// Pods assigned long ago are in the samples, or their node's
+			// sample expired: forget them on the refresh interval's clock.
+			go pl.pruneEvery(ctx, args.MetricsRefreshInterval.Duration)
+		}
+		if _, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(pl.podEventHandler()); err != nil {
+			return nil, fmt.Errorf("watching pods: %w", err)
+		}
+		klog.FromContext(ctx).V(2).Info("LoadAware started", "source", args.Source)
+		return pl, nil
+	}
+}
+
+func newPlugin(args *config.LoadAwareArgs, h fwk.Handle) *LoadAware {
+	pl := &LoadAware{
+		handle:          h,
+		tracker:         newTracker(),
+		expiration:      args.MetricsExpiration.Duration,
+		now:             time.Now,
+		cpuThreshold:    args.UsageThresholds[v1.ResourceCPU],
+		memThreshold:    args.UsageThresholds[v1.ResourceMemory],
+		cpuWeight:       args.ResourceWeights[v1.ResourceCPU],
+		memWeight:       args.ResourceWeights[v1.ResourceMemory],
+		rejectMissing:   args.OnMissingMetrics == config.LoadAwareMissingMetricsReject,
+		rejected:        map[types.UID]*v1.Pod{},
+		filteredCPU:     filteredNodes.WithLabelValues(string(v1.ResourceCPU)),
+		filteredMem:     filteredNodes.WithLabelValues(string(v1.ResourceMemory)),
+		filteredMissing: filteredNodes.WithLabelValues("metrics"),
+		missingFilter:   missingMetrics.WithLabelValues("missing", "Filter"),
+		staleFilter:     missingMetrics.WithLabelValues("stale", "Filter"),
+		missingScore:    missingMetrics.WithLabelValues("missing", "Score"),
+		staleScore:      missingMetrics.WithLabelValues("stale", "Score"),
+	}
+	if q, ok := args.DefaultPodEstimate[v1.ResourceCPU]; ok {
+		pl.defaultEstimate.cpuMilli = q.MilliValue()
+	}
+	if q, ok := args.DefaultPodEstimate[v1.ResourceMemory]; ok {
+		pl.defaultEstimate.memBytes = q.Value()
+	}
+	return pl
+}
+
+func tombstone[T any](obj any) (T, bool) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	v, ok := obj.(T)
+	return v, ok
+}
+
+// estimateOf is the pod's request per resource (init and sidecar containers
+// and overhead counted as the kubelet does), or the default estimate for a
+// resource it does not request.
+func (pl *LoadAware) estimateOf(pod *v1.Pod) estimate {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	e := estimate{cpuMilli: req.Cpu().MilliValue(), memBytes: req.Memory().Value()}
+	if e.cpuMilli == 0 {
+		e.cpuMilli = pl.defaultEstimate.cpuMilli
+	}
+	if e.memBytes == 0 {
+		e.memBytes = pl.defaultEstimate.memBytes
+	}
+	return e
+}
+
+func isDaemonSetPod(pod *v1.Pod) bool {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "DaemonSet" && o.Controller != nil && *o.Controller {
+			return true
+		}
+	}
+	return false
+}
+
+type podState struct{ est estimate }
+
+func (s *podState) Clone() fwk.StateData { return s }
+
+// PreFilter computes the pod's estimate once. DaemonSet pods are exempt from
+// the usage filter: they must run on every node, hot or not.
+func (pl *LoadAware) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if isDaemonSetPod(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(preFilterStateKey, &podState{est: pl.estimateOf(pod)})
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil: usage does not change when preemption
+// removes pods in a simulation.
+func (pl *LoadAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+func readState(state fwk.CycleState, key fwk.StateKey) (*podState, error) {
+	c, err := state.Read(key)
+	if err != nil {
+		return nil, fmt.Errorf("reading %q from cycleState: %w", key, err)
+	}
+	s, ok := c.(*podState)
+	if !ok {
+		return nil, fmt.Errorf("%+v convert to loadaware.podState error", c)
+	}
+	return s, nil
+}
+
+// freshSample returns the node's sample if it is younger than metricsExpiration.
+func (pl *LoadAware) freshSample(node *v1.Node, missing, stale metrics.CounterMetric) (sample, bool) {
+	s, ok := pl.source.sample(node)
+	if !ok {
+		missing.Inc()
+		return s, false
+	}
+	if pl.now().Sub(s.timestamp) > pl.expiration {
+		stale.Inc()
+		return s, false
+	}
+	return s, true
+}
+
+// overThreshold reports whether used (milli or bytes) exceeds percent of alloc.
+func overThreshold(used, alloc, percent int64) bool {
+	return percent > 0 && alloc > 0 && used*100 > percent*alloc
+}
+
+// Filter rejects a node whose measured usage, plus the pods placed on it
+// since the sample, plus this pod, would exceed a threshold.
+func (pl *LoadAware) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s, err := readState(state, preFilterStateKey)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	node := nodeInfo.Node()
+	smp, ok := pl.freshSample(node, pl.missingFilter, pl.staleFilter)
+	if !ok {
+		if pl.rejectMissing {
+			pl.filteredMissing.Inc()
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ErrReasonNoMetrics)
+		}
+		return nil
+	}
+	pend := pl.tracker.pending(node.Name, smp.timestamp)
+	alloc := nodeInfo.GetAllocatable()
+	reason, counter := "", pl.filteredCPU
+	switch {
+	case overThreshold(smp.cpuMilli+pend.cpuMilli+s.est.cpuMilli, alloc.GetMilliCPU(), pl.cpuThreshold):
+		reason = ErrReasonCPU
+	case overThreshold(smp.memBytes+pend.memBytes+s.est.memBytes, alloc.GetMemory(), pl.memThreshold):
+		reason, counter = ErrReasonMemory, pl.filteredMem
+	default:
+		return nil
+	}
+	counter.Inc()
+	pl.rememberRejected(pod)
+	if logger := klog.FromContext(ctx); logger.V(5).Enabled() {
+		logger.V(5).Info("Node over LoadAware threshold", "pod", klog.KObj(pod), "node", klog.KObj(node), "reason", reason)
+	}
+	// Usage is not something preemption can be shown to lower.
+	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+}
+
+func (pl *LoadAware) rememberRejected(pod *v1.Pod) {
+	pl.rejectedMu.Lock()
+	pl.rejected[pod.UID] = pod
+	pl.rejectedMu.Unlock()
+}
+
+// PreScore computes the estimate when PreFilter did not (DaemonSet pods, or
+// LoadAware enabled for scoring only).
+func (pl *LoadAware) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	s, err := readState(state, preFilterStateKey)
+	if err != nil {
+		s = &podState{est: pl.estimateOf(pod)}
+	}
+	state.Write(preScoreStateKey, s)
+	return nil
+}
+
+// Score is the weight-averaged free share per resource,
+// (1 - estimated/allocatable) * 100. Without a fresh sample it falls back to
+// the scheduler's requested resources, as NodeResourcesFit sees them.
+func (pl *LoadAware) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	s, err := readState(state, preScoreStateKey)
+	if err != nil {
+		return 0, fwk.AsStatus(err)
+	}
+	node := nodeInfo.Node()
+	var cpu, mem int64
+	if smp, ok := pl.freshSample(node, pl.missingScore, pl.staleScore); ok {
+		pend := pl.tracker.pending(node.Name, smp.timestamp)
+		cpu, mem = smp.cpuMilli+pend.cpuMilli, smp.memBytes+pend.memBytes
+	} else {
+		req := nodeInfo.GetRequested()
+		cpu, mem = req.GetMilliCPU(), req.GetMemory()
+	}
+	alloc := nodeInfo.GetAllocatable()
+	score := pl.cpuWeight*freeShare(cpu+s.est.cpuMilli, alloc.GetMilliCPU()) +
+		pl.memWeight*freeShare(mem+s.est.memBytes, alloc.GetMemory())
+	if w := pl.cpuWeight + pl.memWeight; w > 0 {
+		score /= w
+	}
+	return score, nil
+}
+
+// freeShare is the unused share of alloc in [0, MaxScore].
+func freeShare(used, alloc int64) int64 {
+	if alloc <= 0 || used >= alloc {
+		return fwk.MinScore
+	}
+	if used <= 0 {
+		return fwk.MaxScore
+	}
+	return int64(math.Round(float64(alloc-used) * float64(fwk.MaxScore) / float64(alloc)))
+}
+
+// ScoreExtensions returns nil: scores are already in [0, MaxScore].
+func (pl *LoadAware) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Reserve counts the pod's estimate on the node until a newer sample includes it.
+func (pl *LoadAware) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	est := pl.estimateOf(pod)
+	if s, err := readState(state, preFilterStateKey); err == nil {
+		est = s.est
+	}
+	pl.tracker.add(pod.UID, assignedPod{node: nodeName, est: est, at: pl.now()})
+	return nil
+}
+
+// Unreserve forgets the estimate of a pod whose binding failed.
+func (pl *LoadAware) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	pl.tracker.remove(pod.UID)
+}
+
+// podEventHandler keeps the tracker right for pods bound by anyone (other
+// schedulers included) and forgets deleted or finished pods.
+func (pl *LoadAware) podEventHandler() cache.ResourceEventHandler {
+	observe := func(pod *v1.Pod) {
+		if pod.Spec.NodeName == "" {
+			return
+		}
+		if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+			pl.tracker.remove(pod.UID)
+			return
+		}
+		pl.tracker.add(pod.UID, assignedPod{node: pod.Spec.NodeName, est: pl.estimateOf(pod), at: assignedAt(pod, pl.now())})
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				observe(pod)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			oldPod, ok1 := oldObj.(*v1.Pod)
+			newPod, ok2 := newObj.(*v1.Pod)
+			if ok1 && ok2 && (oldPod.Spec.NodeName != newPod.Spec.NodeName || oldPod.Status.Phase != newPod.Status.Phase) {
+				observe(newPod)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if pod, ok := tombstone[*v1.Pod](obj); ok {
+				pl.tracker.remove(pod.UID)
+				pl.rejectedMu.Lock()
+				delete(pl.rejected, pod.UID)
+				pl.rejectedMu.Unlock()
+			}
+		},
+	}
+}
+
+// assignedAt is when the pod was bound: its PodScheduled condition, or its
+// creation when the condition is missing, or now for a pod seen being bound.
+func assignedAt(pod *v1.Pod, now time.Time) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	if !pod.CreationTimestamp.IsZero() && now.Sub(pod.CreationTimestamp.Time) > time.Minute {
+		return pod.CreationTimestamp.Time
+	}
+	return now
+}
+
+// onRefresh runs after each MetricsAPI list: forget estimates the new samples
+// include, and give the pods Filter rejected another chance if a node now
+// has room under every threshold.
+func (pl *LoadAware) onRefresh(logger klog.Logger, snap map[string]sample) {
+	pl.tracker.prune(func(node string) (time.Time, bool) {
+		s, ok := snap[node]
+		return s.timestamp, ok
+	}, pl.now().Add(-pl.expiration))
+	pl.activateRejected(logger)
+}
+
+func (pl *LoadAware) pruneEvery(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			pl.tracker.prune(func(string) (time.Time, bool) { return time.Time{}, false }, pl.now().Add(-pl.expiration))
+		}
+	}
+}
+
+// activateRejected moves the pods Filter rejected back to the active queue.
+// A refresh is at most every 5s, and a rejected pod is retried at most once
+// per refresh: cheaper than telling which node cooled for which pod.
+func (pl *LoadAware) activateRejected(logger klog.Logger) {
+	pl.rejectedMu.Lock()
+	if len(pl.rejected) == 0 {
+		pl.rejectedMu.Unlock()
+		return
+	}
+	pods := make(map[string]*v1.Pod, len(pl.rejected))
+	for _, p := range pl.rejected {
+		pods[p.Namespace+"/"+p.Name] = p
+	}
+	pl.rejected = map[types.UID]*v1.Pod{}
+	pl.rejectedMu.Unlock()
+	logger.V(4).Info("Activating pods LoadAware rejected, after a metrics refresh", "pods", len(pods))
+	pl.handle.Activate(logger, pods)
+}
+
+// SignPod: LoadAware's result depends on the pod only through its estimate
+// and whether it is a DaemonSet pod (KEP-5598).
+func (pl *LoadAware) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	e := pl.estimateOf(pod)
+	return []fwk.SignFragment{{Key: signFragmentKey, Value: [3]int64{e.cpuMilli, e.memBytes, boolInt(isDaemonSetPod(pod))}}}, nil
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// EventsToRegister: a node added or with more allocatable, a new usage
+// annotation, or an assigned pod deleted can make a rejected pod fit.
+func (pl *LoadAware) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	events := []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodDeleted},
+	}
+	if _, ok := pl.source.(*annotationSource); ok {
+		events = append(events, fwk.ClusterEventWithHint{
+			Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.UpdateNodeAnnotation}, QueueingHintFn: pl.isSchedulableAfterAnnotation,
+		})
+	}
+	return events, nil
+}
+
+// isSchedulableAfterPodDeleted requeues only when the deleted pod was counted
+// as an estimate (the sample did not include it yet); a pod the sample
+// includes keeps counting until the next sample anyway.
+func (pl *LoadAware) isSchedulableAfterPodDeleted(_ klog.Logger, _ *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	pod, ok := oldObj.(*v1.Pod)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("expected *v1.Pod, got %T", oldObj)
+	}
+	pl.tracker.mu.RLock()
+	_, tracked := pl.tracker.pods[pod.UID]
+	pl.tracker.mu.RUnlock()
+	if tracked {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// isSchedulableAfterAnnotation requeues when the node's new usage leaves room
+// for the pod under every threshold.
+func (pl *LoadAware) isSchedulableAfterAnnotation(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	node, ok := newObj.(*v1.Node)
+	if !ok {
+		return fwk.Queue, fmt.Errorf("expected *v1.Node, got %T", newObj)
+	}
+	smp, ok := pl.source.sample(node)
+	if !ok || pl.now().Sub(smp.timestamp) > pl.expiration {
+		if pl.rejectMissing {
+			return fwk.QueueSkip, nil
+		}
+		return fwk.Queue, nil
+	}
+	est := pl.estimateOf(pod)
+	pend := pl.tracker.pending(node.Name, smp.timestamp)
+	alloc := node.Status.Allocatable
+	if overThreshold(smp.cpuMilli+pend.cpuMilli+est.cpuMilli, alloc.Cpu().MilliValue(), pl.cpuThreshold) ||
+		overThreshold(smp.memBytes+pend.memBytes+est.memBytes, alloc.Memory().Value(), pl.memThreshold) {
+		logger.V(5).Info("Node still over the LoadAware threshold", "pod", klog.KObj(pod), "node", klog.KObj(node))
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}

@@ -1,0 +1,57 @@
+package loadaware
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+const metricsSubsystem = "berth_loadaware"
+
+var (
+	lastRefresh = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "last_refresh_timestamp_seconds",
+		Help:           "When the MetricsAPI source last listed NodeMetrics successfully (Unix time); the snapshot's age is now minus this.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	refreshErrors = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "refresh_errors_total",
+		Help:           "Failed lists of NodeMetrics; the previous snapshot is kept.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	annotationErrors = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "annotation_errors_total",
+		Help:           "Usage annotations that could not be decoded (the node counts as having no metrics).",
+		StabilityLevel: metrics.ALPHA,
+	})
+	filteredNodes = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "filtered_nodes_total",
+		Help:           "Nodes rejected by Filter, by resource over its threshold (or 'metrics' for missing metrics under onMissingMetrics: Reject).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"resource"})
+	missingMetrics = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "missing_metrics_total",
+		Help:           "Filter and Score calls for a node without a sample ('missing') or with one older than metricsExpiration ('stale').",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason", "extension_point"})
+	estimatedPods = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "estimated_pods",
+		Help:           "Pods assigned since their node's last sample, whose estimates are added to the measured usage.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	registerOnce sync.Once
+)
+
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(lastRefresh, refreshErrors, annotationErrors, filteredNodes, missingMetrics, estimatedPods)
+	})
+}

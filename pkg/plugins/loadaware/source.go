@@ -1,0 +1,159 @@
+package loadaware
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+)
+
+// sample is a node's measured usage at a point in time.
+type sample struct {
+	cpuMilli  int64
+	memBytes  int64
+	timestamp time.Time
+}
+
+// usageSource gives the latest sample of a node. Implementations answer from
+// memory: Filter and Score call them for every node of every pod.
+type usageSource interface {
+	sample(node *v1.Node) (sample, bool)
+}
+
+// metricsAPISource lists metrics.k8s.io/v1beta1 NodeMetrics in the
+// background and serves the last successful list.
+type metricsAPISource struct {
+	client   metricsclient.Interface
+	interval time.Duration
+	snapshot atomic.Pointer[map[string]sample]
+	// onRefresh is called after each successful list with the new snapshot.
+	onRefresh func(logger klog.Logger, snap map[string]sample)
+	// done is closed when the refresh loop has returned.
+	done chan struct{}
+}
+
+func newMetricsAPISource(client metricsclient.Interface, interval time.Duration, onRefresh func(klog.Logger, map[string]sample)) *metricsAPISource {
+	s := &metricsAPISource{client: client, interval: interval, onRefresh: onRefresh, done: make(chan struct{})}
+	empty := map[string]sample{}
+	s.snapshot.Store(&empty)
+	return s
+}
+
+func (s *metricsAPISource) sample(node *v1.Node) (sample, bool) {
+	u, ok := (*s.snapshot.Load())[node.Name]
+	return u, ok
+}
+
+// run refreshes every interval until ctx is done. A failed list keeps the
+// last snapshot (its samples age out through metricsExpiration) and is counted.
+func (s *metricsAPISource) run(ctx context.Context) {
+	defer close(s.done)
+	logger := klog.FromContext(ctx).WithName(Name)
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := s.refresh(ctx); err != nil {
+			refreshErrors.Inc()
+			logger.Error(err, "Listing NodeMetrics failed; keeping the previous snapshot")
+		}
+	}, s.interval)
+}
+
+func (s *metricsAPISource) refresh(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.interval)
+	defer cancel()
+	list, err := s.client.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing NodeMetrics: %w", err)
+	}
+	snap := make(map[string]sample, len(list.Items))
+	for _, m := range list.Items {
+		// A sample describes the window that ends at its timestamp.
+		snap[m.Name] = sample{
+			cpuMilli:  m.Usage.Cpu().MilliValue(),
+			memBytes:  m.Usage.Memory().Value(),
+			timestamp: m.Timestamp.Time,
+		}
+	}
+	s.snapshot.Store(&snap)
+	lastRefresh.SetToCurrentTime()
+	if s.onRefresh != nil {
+		s.onRefresh(klog.FromContext(ctx), snap)
+	}
+	return nil
+}
+
+// AnnotationUsage is the value of the NodeAnnotations source's annotation,
+// written by an exporter, for example:
+//
+//	berth.io/node-usage: '{"cpu":"1500m","memory":"3Gi","timestamp":"2026-11-29T10:00:00Z"}'
+type AnnotationUsage struct {
+	CPU       resource.Quantity `json:"cpu"`
+	Memory    resource.Quantity `json:"memory"`
+	Timestamp metav1.Time       `json:"timestamp"`
+}
+
+// parseAnnotation decodes the annotation; a value without a timestamp is an error.
+func parseAnnotation(value string) (sample, error) {
+	var a AnnotationUsage
+	if err := json.Unmarshal([]byte(value), &a); err != nil {
+		return sample{}, fmt.Errorf("decoding usage annotation: %w", err)
+	}
+	if a.Timestamp.IsZero() {
+		return sample{}, fmt.Errorf("decoding usage annotation: timestamp is required")
+	}
+	return sample{cpuMilli: a.CPU.MilliValue(), memBytes: a.Memory.Value(), timestamp: a.Timestamp.Time}, nil
+}
+
+// annotationSource reads usage from a node annotation. Parsed values are
+// kept per node and resourceVersion, so a steady node is parsed once.
+type annotationSource struct {
+	key   string
+	mu    sync.RWMutex
+	cache map[string]parsedAnnotation
+}
+
+type parsedAnnotation struct {
+	resourceVersion string
+	sample          sample
+	ok              bool
+}
+
+func newAnnotationSource(key string) *annotationSource {
+	return &annotationSource{key: key, cache: map[string]parsedAnnotation{}}
+}
+
+func (s *annotationSource) sample(node *v1.Node) (sample, bool) {
+	s.mu.RLock()
+	p, found := s.cache[node.Name]
+	s.mu.RUnlock()
+	if found && p.resourceVersion == node.ResourceVersion {
+		return p.sample, p.ok
+	}
+	p = parsedAnnotation{resourceVersion: node.ResourceVersion}
+	if v, ok := node.Annotations[s.key]; ok {
+		u, err := parseAnnotation(v)
+		if err != nil {
+			annotationErrors.Inc()
+		} else {
+			p.sample, p.ok = u, true
+		}
+	}
+	s.mu.Lock()
+	s.cache[node.Name] = p
+	s.mu.Unlock()
+	return p.sample, p.ok
+}
+
+func (s *annotationSource) forget(nodeName string) {
+	s.mu.Lock()
+	delete(s.cache, nodeName)
+	s.mu.Unlock()
+}
