@@ -362,7 +362,6 @@ func TestValidateRejectsBadArgs(t *testing.T) {
 	}
 }
 
-
 func TestAnnotationHint(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	pl, _ := testPlugin(t, newAnnotationSource("berth.io/node-usage"), nil)
