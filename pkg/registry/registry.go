@@ -20,8 +20,18 @@ func Plugins() runtime.Registry {
 
 // Options turns Plugins into app.WithPlugin options for app.NewSchedulerCommand and app.Setup.
 func Options() []app.Option {
-	var opts []app.Option
-	for name, factory := range Plugins() {
+	return OptionsWith(nil)
+}
+
+// OptionsWith is Options with some factories replaced (tests give LoadAware
+// a metrics client for a local server this way).
+func OptionsWith(overrides runtime.Registry) []app.Option {
+	plugins := Plugins()
+	for name, factory := range overrides {
+		plugins[name] = factory
+	}
+	opts := make([]app.Option, 0, len(plugins))
+	for name, factory := range plugins {
 		opts = append(opts, app.WithPlugin(name, factory))
 	}
 	return opts

@@ -9,6 +9,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/berth-scheduler/berth/pkg/plugins/loadaware"
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
@@ -16,6 +19,8 @@ import (
 var (
 	env       *framework.Env
 	scheduler *framework.Scheduler
+	// metricsServer stands in for metrics-server for LoadAware's MetricsAPI source.
+	metricsServer *framework.MetricsServer
 )
 
 func TestIntegration(t *testing.T) {
@@ -35,16 +40,23 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	cfg, err := framework.PrepareConfig(env.Dir, "scheduler-config.yaml", env.Kubeconfig, false,
 		filepath.Join("testdata", "scheduler-config.yaml"),
 		filepath.Join(root, "manifests", "examples", "celpolicy.yaml"),
+		filepath.Join(root, "manifests", "examples", "loadaware.yaml"),
 	)
 	Expect(err).NotTo(HaveOccurred())
+	metricsServer = framework.StartMetricsServer()
 	// The scheduler outlives this node's context: it is stopped in AfterSuite.
-	scheduler, err = framework.StartScheduler(context.Background(), cfg)
+	scheduler, err = framework.StartScheduler(context.Background(), cfg, runtime.Registry{
+		loadaware.Name: loadaware.NewWithMetricsClient(metricsServer.Client),
+	})
 	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(2*time.Minute))
 
 var _ = AfterSuite(func() {
 	if scheduler != nil {
 		GinkgoWriter.Printf("scheduler stopped: %v\n", scheduler.Stop())
+	}
+	if metricsServer != nil {
+		metricsServer.Close()
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())

@@ -113,6 +113,7 @@ func NewWithMetricsClient(newClient MetricsClientFunc) func(context.Context, run
 				return nil, fmt.Errorf("building the metrics.k8s.io client: %w", err)
 			}
 			src := newMetricsAPISource(client, args.MetricsRefreshInterval.Duration, pl.onRefresh)
+			src.onFailure = pl.onRefreshFailure
 			pl.source = src
 			go src.run(ctx)
 		case config.LoadAwareSourceNodeAnnotations:
@@ -417,6 +418,15 @@ func (pl *LoadAware) onRefresh(logger klog.Logger, snap map[string]sample) {
 		return s.timestamp, ok
 	}, pl.now().Add(-pl.expiration))
 	pl.activateRejected(logger)
+}
+
+// onRefreshFailure: once the last good snapshot has expired, every node is
+// "missing metrics", which onMissingMetrics: Allow lets pass; the pods Filter
+// rejected for usage get another chance then, not at the periodic flush.
+func (pl *LoadAware) onRefreshFailure(logger klog.Logger, lastSuccess time.Time) {
+	if !pl.rejectMissing && pl.now().Sub(lastSuccess) > pl.expiration {
+		pl.activateRejected(logger)
+	}
 }
 
 func (pl *LoadAware) pruneEvery(ctx context.Context, interval time.Duration) {

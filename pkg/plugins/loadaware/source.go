@@ -37,6 +37,10 @@ type metricsAPISource struct {
 	snapshot atomic.Pointer[map[string]sample]
 	// onRefresh is called after each successful list with the new snapshot.
 	onRefresh func(logger klog.Logger, snap map[string]sample)
+	// onFailure is called after each failed list, with the time of the last good one.
+	onFailure func(logger klog.Logger, lastSuccess time.Time)
+	// lastSuccess is when the last list succeeded (Unix nanoseconds; 0 never).
+	lastSuccess atomic.Int64
 	// done is closed when the refresh loop has returned.
 	done chan struct{}
 }
@@ -62,6 +66,9 @@ func (s *metricsAPISource) run(ctx context.Context) {
 		if err := s.refresh(ctx); err != nil {
 			refreshErrors.Inc()
 			logger.Error(err, "Listing NodeMetrics failed; keeping the previous snapshot")
+			if s.onFailure != nil {
+				s.onFailure(logger, time.Unix(0, s.lastSuccess.Load()))
+			}
 		}
 	}, s.interval)
 }
@@ -83,6 +90,7 @@ func (s *metricsAPISource) refresh(ctx context.Context) error {
 		}
 	}
 	s.snapshot.Store(&snap)
+	s.lastSuccess.Store(time.Now().UnixNano())
 	lastRefresh.SetToCurrentTime()
 	if s.onRefresh != nil {
 		s.onRefresh(klog.FromContext(ctx), snap)

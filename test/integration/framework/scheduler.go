@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"sigs.k8s.io/yaml"
 
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's args in the config scheme, as in main
@@ -95,12 +96,13 @@ func SetupScheduler(ctx context.Context, configFile string) error {
 // it with app.Run until Stop. Upstream registers process-wide state in Run
 // (configz, metrics), so a test process runs one scheduler; give it a config
 // with one profile per scenario.
-func StartScheduler(ctx context.Context, configFile string) (*Scheduler, error) {
+// overrides replaces plugin factories of Berth's registry.
+func StartScheduler(ctx context.Context, configFile string, overrides runtime.Registry) (*Scheduler, error) {
 	opts := options.NewOptions()
 	opts.ConfigFile = configFile
 	opts.SecureServing.BindPort = 0
 	ctx, cancel := context.WithCancel(ctx)
-	cc, sched, err := app.Setup(ctx, opts, registry.Options()...)
+	cc, sched, err := app.Setup(ctx, opts, registry.OptionsWith(overrides)...)
 	if err != nil {
 		cancel()
 		return nil, err
