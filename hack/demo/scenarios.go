@@ -1,6 +1,11 @@
 package main
 
 import (
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
@@ -11,6 +16,20 @@ var demoNodes = []framework.NodeSpec{
 	{Name: "spot-1", CPU: "4", Memory: "8Gi", Labels: map[string]string{"lifecycle": "spot"}},
 	{Name: "gpu-1", CPU: "16", Memory: "64Gi", Labels: map[string]string{"lifecycle": "on-demand", "nvidia.com/gpu.present": "true"},
 		Extended: map[string]string{"nvidia.com/gpu": "2"}},
+	// LoadAware's nodes, tainted so that only its scenario's pods land there.
+	{Name: "busy-1", CPU: "8", Memory: "16Gi", Taints: []v1.Taint{loadAwareTaint}, Labels: loadAwareNodes, Annotations: usage("7500m", "4Gi")},
+	{Name: "quiet-1", CPU: "4", Memory: "8Gi", Taints: []v1.Taint{loadAwareTaint}, Labels: loadAwareNodes, Annotations: usage("500m", "1Gi")},
+}
+
+var (
+	loadAwareTaint      = v1.Taint{Key: "berth.io/demo", Value: "loadaware", Effect: v1.TaintEffectNoSchedule}
+	loadAwareNodes      = map[string]string{"berth.io/demo": "loadaware"}
+	loadAwareToleration = []v1.Toleration{{Key: "berth.io/demo", Operator: v1.TolerationOpExists}}
+)
+
+// usage is the NodeAnnotations source's annotation, measured now.
+func usage(cpu, memory string) map[string]string {
+	return map[string]string{"berth.io/node-usage": fmt.Sprintf(`{"cpu":%q,"memory":%q,"timestamp":%q}`, cpu, memory, time.Now().UTC().Format(time.RFC3339))}
 }
 
 // demoPod is one workload of a scenario and where it should end.
@@ -42,4 +61,12 @@ var demoPods = []demoPod{
 		expectNode: "on-demand-1", why: "rule gpu-nodes-for-gpu-pods keeps it off gpu-1, the roomiest node"},
 	{scenario: "celpolicy", spec: framework.PodSpec{Namespace: ns, Name: "cruncher", SchedulerName: "berth-scheduler", CPU: "5", Memory: "1Gi"},
 		why: "only gpu-1 has 5 CPU free, and rule gpu-nodes-for-gpu-pods rejects it"},
+
+	// LoadAware: usage from node annotations, plus pods placed since the sample.
+	{scenario: "loadaware", spec: framework.PodSpec{Namespace: ns, Name: "etl", SchedulerName: "berth-loadaware", CPU: "1", Memory: "1Gi",
+		Tolerations: loadAwareToleration, NodeSelector: loadAwareNodes},
+		expectNode: "quiet-1", why: "busy-1 requests nothing but burns 94% CPU (annotation); by requests it would win"},
+	{scenario: "loadaware", spec: framework.PodSpec{Namespace: ns, Name: "etl-big", SchedulerName: "berth-loadaware", CPU: "2500m", Memory: "1Gi",
+		Tolerations: loadAwareToleration, NodeSelector: loadAwareNodes},
+		why: "fits both nodes by requests, but would push either over the 80% CPU usage threshold (quiet-1 counts etl, placed after its sample)"},
 }

@@ -18,9 +18,10 @@ type NodeSpec struct {
 	Memory string // e.g. "8Gi"
 	Pods   string // defaults to "110"
 	// Extended are extra allocatable resources, e.g. {"nvidia.com/gpu": "1"}.
-	Extended map[string]string
-	Labels   map[string]string
-	Taints   []v1.Taint
+	Extended    map[string]string
+	Labels      map[string]string
+	Annotations map[string]string
+	Taints      []v1.Taint
 }
 
 // CreateNode creates a Ready node with the given allocatable resources, as a
@@ -43,7 +44,7 @@ func CreateNode(ctx context.Context, c kubernetes.Interface, s NodeSpec) (*v1.No
 		labels[k] = v
 	}
 	node := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Labels: labels, Annotations: s.Annotations},
 		Spec:       v1.NodeSpec{Taints: s.Taints},
 	}
 	created, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
@@ -75,6 +76,7 @@ type PodSpec struct {
 	Extended      map[string]string
 	Labels        map[string]string
 	Tolerations   []v1.Toleration
+	NodeSelector  map[string]string
 	HostPort      int32
 }
 
@@ -105,6 +107,7 @@ func MakePod(s PodSpec) *v1.Pod {
 			SchedulerName: s.SchedulerName,
 			Containers:    []v1.Container{c},
 			Tolerations:   s.Tolerations,
+			NodeSelector:  s.NodeSelector,
 		},
 	}
 }
