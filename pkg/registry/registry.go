@@ -7,14 +7,16 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/berth-scheduler/berth/pkg/plugins/celpolicy"
+	"github.com/berth-scheduler/berth/pkg/plugins/confirmbinder"
 	"github.com/berth-scheduler/berth/pkg/plugins/loadaware"
 )
 
 // Plugins maps each Berth plugin's registry name to its factory.
 func Plugins() runtime.Registry {
 	return runtime.Registry{
-		celpolicy.Name: celpolicy.New,
-		loadaware.Name: loadaware.New,
+		celpolicy.Name:     celpolicy.New,
+		confirmbinder.Name: confirmbinder.New,
+		loadaware.Name:     loadaware.New,
 	}
 }
 

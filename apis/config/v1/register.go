@@ -28,6 +28,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&CELPolicyArgs{},
 		&LoadAwareArgs{},
+		&ConfirmBinderArgs{},
 	)
 	return nil
 }

@@ -30,12 +30,17 @@ import (
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&CELPolicyArgs{}, func(obj interface{}) { SetObjectDefaults_CELPolicyArgs(obj.(*CELPolicyArgs)) })
+	scheme.AddTypeDefaultingFunc(&ConfirmBinderArgs{}, func(obj interface{}) { SetObjectDefaults_ConfirmBinderArgs(obj.(*ConfirmBinderArgs)) })
 	scheme.AddTypeDefaultingFunc(&LoadAwareArgs{}, func(obj interface{}) { SetObjectDefaults_LoadAwareArgs(obj.(*LoadAwareArgs)) })
 	return nil
 }
 
 func SetObjectDefaults_CELPolicyArgs(in *CELPolicyArgs) {
 	SetDefaults_CELPolicyArgs(in)
+}
+
+func SetObjectDefaults_ConfirmBinderArgs(in *ConfirmBinderArgs) {
+	SetDefaults_ConfirmBinderArgs(in)
 }
 
 func SetObjectDefaults_LoadAwareArgs(in *LoadAwareArgs) {
