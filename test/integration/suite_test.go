@@ -21,6 +21,8 @@ var (
 	scheduler *framework.Scheduler
 	// metricsServer stands in for metrics-server for LoadAware's MetricsAPI source.
 	metricsServer *framework.MetricsServer
+	// hold holds pods at Permit for the binding-race specs.
+	hold = &framework.Hold{}
 )
 
 func TestIntegration(t *testing.T) {
@@ -41,12 +43,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		filepath.Join("testdata", "scheduler-config.yaml"),
 		filepath.Join(root, "manifests", "examples", "celpolicy.yaml"),
 		filepath.Join(root, "manifests", "examples", "loadaware.yaml"),
+		filepath.Join(root, "manifests", "examples", "confirmbinder.yaml"),
 	)
 	Expect(err).NotTo(HaveOccurred())
 	metricsServer = framework.StartMetricsServer()
 	// The scheduler outlives this node's context: it is stopped in AfterSuite.
 	scheduler, err = framework.StartScheduler(context.Background(), cfg, runtime.Registry{
-		loadaware.Name: loadaware.NewWithMetricsClient(metricsServer.Client),
+		loadaware.Name:     loadaware.NewWithMetricsClient(metricsServer.Client),
+		framework.HoldName: hold.Factory,
 	})
 	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(2*time.Minute))
