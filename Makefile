@@ -93,6 +93,11 @@ demo: build envtest-bin ## Run the local sandbox: a control plane, Berth, demo w
 	$(GO) build -o $(BIN)/berth-demo ./hack/demo
 	$(BIN)/berth-demo --scheduler $(BIN)/scheduler --assets $(ENVTEST_DIR)
 
+.PHONY: race-report
+race-report: build envtest-bin ## Measure overcommitted nodes with two schedulers racing, DefaultBinder vs ConfirmBinder (ROUNDS=5).
+	$(GO) build -o $(BIN)/berth-race ./hack/race
+	$(BIN)/berth-race --scheduler $(BIN)/scheduler --assets $(ENVTEST_DIR) --rounds $(or $(ROUNDS),5)
+
 ##@ Development
 
 .PHONY: generate

@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -74,16 +73,15 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 		return err
 	}
 	logPath := filepath.Join(env.Dir, "scheduler.log")
-	sched, err := startScheduler(schedulerBin, cfgPath, logPath)
+	sched, err := framework.StartSchedulerProcess(schedulerBin, cfgPath, logPath, "--v=2")
 	if err != nil {
 		return err
 	}
 	defer func() {
 		step("stopping the scheduler")
-		_ = sched.Process.Signal(syscall.SIGTERM)
-		_ = sched.Wait()
+		sched.Stop()
 	}()
-	step("scheduler running (pid %d, log %s)", sched.Process.Pid, logPath)
+	step("scheduler running (pid %d, log %s)", sched.Pid(), logPath)
 
 	c := env.Client
 	step("creating the demo cluster: %d nodes", len(demoNodes))
@@ -113,22 +111,6 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 		return fmt.Errorf("%d pod(s) did not end where the scenario expects", unexpected)
 	}
 	return nil
-}
-
-func startScheduler(bin, cfg, logPath string) (*exec.Cmd, error) {
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "--config="+cfg, "--secure-port=0", "--v=2")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Its own process group: Ctrl-C reaches the demo, which then stops it in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		_ = logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	return cmd, nil
 }
 
 type outcome struct {
