@@ -27,10 +27,10 @@ func bindElsewhere(ctx SpecContext, ns, name, node, cpu string, hostPort int32) 
 }
 
 // createHeld creates n pods of profile that wait at Permit until hold.ReleaseAll.
-func createHeld(ctx SpecContext, ns, profile, prefix string, n int, cpu string, hostPort int32) []string {
+func createHeld(ctx SpecContext, ns, profile string, n int, cpu string, hostPort int32) []string {
 	names := make([]string, n)
 	for i := range n {
-		names[i] = fmt.Sprintf("%s-%d", prefix, i)
+		names[i] = fmt.Sprintf("held-%d", i)
 		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: names[i], SchedulerName: profile, CPU: cpu,
 			HostPort: hostPort, Labels: map[string]string{framework.HoldLabel: "true"}})
 		Expect(err).NotTo(HaveOccurred())
@@ -81,7 +81,7 @@ var _ = Describe("ConfirmBinder", Serial, func() {
 	It("reproduces the race with DefaultBinder alone: the node ends overcommitted", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cb-default")
 		createNodes(ctx, framework.NodeSpec{Name: "cb-d-1", CPU: "4", Memory: "8Gi"})
-		held := createHeld(ctx, ns, "bind-default-held", "held", 3, "1", 0)
+		held := createHeld(ctx, ns, "bind-default-held", 3, "1", 0)
 		bindElsewhere(ctx, ns, "intruder-0", "cb-d-1", "1", 0)
 		bindElsewhere(ctx, ns, "intruder-1", "cb-d-1", "1", 0)
 		hold.ReleaseAll()
@@ -95,7 +95,7 @@ var _ = Describe("ConfirmBinder", Serial, func() {
 		ns := newNamespace(ctx, "cb-some")
 		createNodes(ctx, framework.NodeSpec{Name: "cb-c-1", CPU: "4", Memory: "8Gi"})
 		fits, conflicts := confirmations("fit"), confirmations("conflict")
-		held := createHeld(ctx, ns, "bind-confirm-held", "held", 3, "1", 0)
+		held := createHeld(ctx, ns, "bind-confirm-held", 3, "1", 0)
 		bindElsewhere(ctx, ns, "intruder-0", "cb-c-1", "1", 0)
 		bindElsewhere(ctx, ns, "intruder-1", "cb-c-1", "1", 0)
 		// A node appears after the scheduling decision: where the loser can go.
@@ -129,7 +129,7 @@ var _ = Describe("ConfirmBinder", Serial, func() {
 	It("binds none of the held pods when the node filled up, and leaves them Pending", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cb-none")
 		createNodes(ctx, framework.NodeSpec{Name: "cb-n-1", CPU: "2", Memory: "8Gi"})
-		held := createHeld(ctx, ns, "bind-confirm-held", "held", 2, "1", 0)
+		held := createHeld(ctx, ns, "bind-confirm-held", 2, "1", 0)
 		bindElsewhere(ctx, ns, "intruder-0", "cb-n-1", "2", 0)
 		hold.ReleaseAll()
 		for _, p := range held {
@@ -142,7 +142,7 @@ var _ = Describe("ConfirmBinder", Serial, func() {
 	It("catches a host port taken since the scheduling decision", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cb-port")
 		createNodes(ctx, framework.NodeSpec{Name: "cb-p-1", CPU: "8", Memory: "8Gi"})
-		held := createHeld(ctx, ns, "bind-confirm-held", "held", 1, "100m", 8080)
+		held := createHeld(ctx, ns, "bind-confirm-held", 1, "100m", 8080)
 		bindElsewhere(ctx, ns, "intruder", "cb-p-1", "100m", 8080)
 		hold.ReleaseAll()
 		Eventually(framework.EventsFor(ctx, env.Client, ns, held[0], "BindConflict")).

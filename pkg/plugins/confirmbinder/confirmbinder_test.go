@@ -62,7 +62,7 @@ func boundPod(name string, req map[v1.ResourceName]string) *v1.Pod {
 	return st.MakePod().Namespace("ns").Name(name).UID(name).Node("n1").Container("c").Req(req).Obj()
 }
 
-func newTestPlugin(t *testing.T, mutate func(*configv1.ConfirmBinderArgs), objs ...runtime.Object) (*ConfirmBinder, *fake.Clientset, *testHandle) {
+func newTestPlugin(t testing.TB, mutate func(*configv1.ConfirmBinderArgs), objs ...runtime.Object) (*ConfirmBinder, *fake.Clientset, *testHandle) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
 	// The fake does not apply Bindings: do it, so that a bound pod shows in
@@ -80,7 +80,7 @@ func newTestPlugin(t *testing.T, mutate func(*configv1.ConfirmBinderArgs), objs 
 		pod.Spec.NodeName = b.Target.Name
 		return true, b, client.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), pod, b.Namespace)
 	})
-	h := &testHandle{client: client, recorder: events.NewFakeRecorder(100), snapshot: cache.NewSnapshot(nil, []*v1.Node{liveNode()})}
+	h := &testHandle{client: client, recorder: events.NewFakeRecorder(10000), snapshot: cache.NewSnapshot(nil, []*v1.Node{liveNode()})}
 	_, ctx := ktesting.NewTestContext(t)
 	p, err := New(ctx, args(t, mutate), h)
 	if err != nil {
