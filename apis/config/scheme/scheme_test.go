@@ -120,3 +120,38 @@ profiles:
 }
 
 var cmpIgnoreTypeMeta = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".TypeMeta" }, cmp.Ignore())
+
+func TestDecodeLoadAwareAndConfirmBinderDefaults(t *testing.T) {
+	cfg, err := decode(t, `
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: berth
+  pluginConfig:
+  - name: LoadAware
+    args:
+      usageThresholds:
+        cpu: 90
+  - name: ConfirmBinder
+    args:
+      confirm: Always
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	la := pluginArgs(t, cfg, "berth", "LoadAware").(*config.LoadAwareArgs)
+	// An unlisted resource keeps its default; the listed one is the user's.
+	if la.UsageThresholds["cpu"] != 90 || la.UsageThresholds["memory"] != 85 {
+		t.Errorf("thresholds = %v, want cpu 90 (set) and memory 85 (default)", la.UsageThresholds)
+	}
+	if la.Source != config.LoadAwareSourceMetricsAPI || la.MetricsRefreshInterval.Duration.String() != "30s" ||
+		la.MetricsExpiration.Duration.String() != "3m0s" || la.OnMissingMetrics != config.LoadAwareMissingMetricsAllow ||
+		la.AnnotationKey != "berth.io/node-usage" || la.DefaultPodEstimate.Cpu().String() != "250m" {
+		t.Errorf("LoadAware defaults not applied: %+v", la)
+	}
+	cb := pluginArgs(t, cfg, "berth", "ConfirmBinder").(*config.ConfirmBinderArgs)
+	want := &config.ConfirmBinderArgs{Confirm: config.ConfirmAlways, TightHeadroomPercent: 10, ConfirmTimeout: cb.ConfirmTimeout, OnConfirmError: config.ConfirmErrorRequeue}
+	if diff := cmp.Diff(want, cb, cmpIgnoreTypeMeta); diff != "" || cb.ConfirmTimeout.Duration.String() != "5s" {
+		t.Errorf("ConfirmBinder args (-want,+got):\n%s (timeout %s)", diff, cb.ConfirmTimeout.Duration)
+	}
+}

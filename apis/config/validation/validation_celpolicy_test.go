@@ -41,21 +41,7 @@ func TestValidateCELPolicyArgs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateCELPolicyArgs(field.NewPath("args"), &config.CELPolicyArgs{Rules: tc.rules})
-			if len(tc.wantErr) == 0 {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("want errors %q, got none", tc.wantErr)
-			}
-			for _, w := range tc.wantErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not contain %q", err, w)
-				}
-			}
+			checkErrors(t, ValidateCELPolicyArgs(field.NewPath("args"), &config.CELPolicyArgs{Rules: tc.rules}), tc.wantErr)
 		})
 	}
 }
