@@ -28,8 +28,10 @@ K8S_LDFLAGS := -s -w \
 LDFLAGS := $(K8S_LDFLAGS) \
 	-X '$(VERSION_PKG).gitCommit=$(GIT_COMMIT)' \
 	-X '$(VERSION_PKG)/verflag.programName=Berth $(BERTH_VERSION) built on Kubernetes'
-# The image builds with exactly this command (see Dockerfile).
-BUILD_CMD = CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)"
+# The image builds with exactly this command (see Dockerfile). BUILD_FLAGS=-v
+# lists packages as they compile (make demo sets it: a cold build is minutes long).
+BUILD_FLAGS ?=
+BUILD_CMD = CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "$(LDFLAGS)"
 
 BIN := $(CURDIR)/bin
 ENVTEST_DIR := $(BIN)/k8s/$(K8S_VERSION)
@@ -61,13 +63,13 @@ envtest-bin: $(ENVTEST_DIR)/kube-apiserver $(ENVTEST_DIR)/etcd ## Build kube-api
 $(ENVTEST_DIR)/kube-apiserver:
 	@mkdir -p $(ENVTEST_DIR)
 	@echo ">> building kube-apiserver $(K8S_VERSION) into $(ENVTEST_DIR) (cold: ~3 min, ~3 GiB)"
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver
+	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver
 	@mv $@.tmp $@
 
 $(ENVTEST_DIR)/etcd:
 	@mkdir -p $(ENVTEST_DIR)
 	@echo ">> building etcd $$($(GO) list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3) into $(ENVTEST_DIR)"
-	CGO_ENABLED=0 $(GO) build -trimpath -o $@.tmp go.etcd.io/etcd/server/v3
+	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -o $@.tmp go.etcd.io/etcd/server/v3
 	@mv $@.tmp $@
 
 .PHONY: image
@@ -88,7 +90,9 @@ test-integration: envtest-bin ## Run the envtest integration suites (real kube-a
 	$(GO) test -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
 
 .PHONY: demo
-demo: build envtest-bin ## Run the local sandbox: a control plane, Berth, demo workloads, and a table of decisions.
+demo: ## Run the local sandbox: a control plane, Berth, demo workloads, and a table of decisions.
+	@echo ">> make demo: on a fresh machine the first run builds the scheduler, kube-apiserver and etcd (~10 min); packages are listed as they compile"
+	@$(MAKE) --no-print-directory build envtest-bin BUILD_FLAGS=-v
 	@echo ">> building the demo driver"
 	$(GO) build -o $(BIN)/berth-demo ./hack/demo
 	$(BIN)/berth-demo --scheduler $(BIN)/scheduler --assets $(ENVTEST_DIR)

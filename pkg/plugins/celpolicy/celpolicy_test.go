@@ -232,33 +232,46 @@ func TestNodeCacheFollowsGeneration(t *testing.T) {
 }
 
 func TestNewRejectsBadRules(t *testing.T) {
+	ok := config.CELPolicyRule{Name: "ok", Filter: "true"}
 	tests := []struct {
-		name string
-		rule config.CELPolicyRule
-		want []string
+		name  string
+		rule  config.CELPolicyRule
+		extra []config.CELPolicyRule // rules before rule
+		want  []string
 	}{
-		{"syntax error", config.CELPolicyRule{Name: "r", Filter: "node.metadata.labels["}, []string{"rules[0].filter", "compiling", "line 1, column 22"}},
-		{"filter not bool", config.CELPolicyRule{Name: "r", Filter: "1 + 1"}, []string{"rules[0].filter", "must evaluate to bool, got int"}},
-		{"score not number", config.CELPolicyRule{Name: "r", Score: "'high'"}, []string{"rules[0].score", "must evaluate to int or double, got string"}},
-		{"match not bool", config.CELPolicyRule{Name: "r", Match: "pod.metadata.name", Filter: "true"}, []string{"rules[0].match", "must evaluate to bool"}},
-		{"unknown variable", config.CELPolicyRule{Name: "r", Filter: "object.metadata.name == 'x'"}, []string{"rules[0].filter", "undeclared reference to 'object'"}},
-		{"unknown field", config.CELPolicyRule{Name: "r", Filter: "node.spec.colour == 'red'"}, []string{"rules[0].filter", "undefined field 'colour'"}},
-		{"unknown pod field", config.CELPolicyRule{Name: "r", Match: "pod.spec.nodeSelectorz == {}", Filter: "true"}, []string{"rules[0].match", "undefined field 'nodeSelectorz'"}},
-		{"match reads node", config.CELPolicyRule{Name: "r", Match: "node.metadata.name == 'a'", Filter: "true"}, []string{"rules[0].match", `may only read pod, reads "node"`}},
-		{"match reads nodeInfo", config.CELPolicyRule{Name: "r", Match: "nodeInfo.podCount > 1", Filter: "true"}, []string{"rules[0].match", `reads "nodeInfo"`}},
-		{"unknown function", config.CELPolicyRule{Name: "r", Filter: "node.metadata.name.shout()"}, []string{"rules[0].filter", "undeclared reference to 'shout'"}},
-		{"wrong arg type", config.CELPolicyRule{Name: "r", Filter: "quantity(1) > 0"}, []string{"rules[0].filter", "found no matching overload"}},
-		{"cost over the limit", config.CELPolicyRule{Name: "r", Filter: "pod.spec.containers.all(a, pod.spec.containers.all(b, a.name != b.name || a == b))"},
-			[]string{"rules[0].filter", "estimated cost", "exceeds the limit"}},
+		{name: "syntax error", rule: config.CELPolicyRule{Name: "r", Filter: "node.metadata.labels["}, want: []string{"rules[0].filter", "compiling", "line 1, column 22"}},
+		{name: "filter not bool", rule: config.CELPolicyRule{Name: "r", Filter: "1 + 1"}, want: []string{"rules[0].filter", "must evaluate to bool, got int"}},
+		{name: "score not number", rule: config.CELPolicyRule{Name: "r", Score: "'high'"}, want: []string{"rules[0].score", "must evaluate to int or double, got string"}},
+		{name: "match not bool", rule: config.CELPolicyRule{Name: "r", Match: "pod.metadata.name", Filter: "true"}, want: []string{"rules[0].match", "must evaluate to bool"}},
+		{name: "unknown variable", rule: config.CELPolicyRule{Name: "r", Filter: "object.metadata.name == 'x'"}, want: []string{"rules[0].filter", "undeclared reference to 'object'"}},
+		{name: "unknown field", rule: config.CELPolicyRule{Name: "r", Filter: "node.spec.colour == 'red'"}, want: []string{"rules[0].filter", "undefined field 'colour'"}},
+		{name: "unknown pod field", rule: config.CELPolicyRule{Name: "r", Match: "pod.spec.nodeSelectorz == {}", Filter: "true"}, want: []string{"rules[0].match", "undefined field 'nodeSelectorz'"}},
+		{name: "match reads node", rule: config.CELPolicyRule{Name: "r", Match: "node.metadata.name == 'a'", Filter: "true"}, want: []string{"rules[0].match", `may only read pod, reads "node"`}},
+		{name: "match reads nodeInfo", rule: config.CELPolicyRule{Name: "r", Match: "nodeInfo.podCount > 1", Filter: "true"}, want: []string{"rules[0].match", `reads "nodeInfo"`}},
+		{name: "unknown function", rule: config.CELPolicyRule{Name: "r", Filter: "node.metadata.name.shout()"}, want: []string{"rules[0].filter", "undeclared reference to 'shout'"}},
+		{name: "wrong arg type", rule: config.CELPolicyRule{Name: "r", Filter: "quantity(1) > 0"}, want: []string{"rules[0].filter", "found no matching overload"}},
+		{name: "cost over the limit", rule: config.CELPolicyRule{Name: "r", Filter: "pod.spec.containers.all(a, pod.spec.containers.all(b, a.name != b.name || a == b))"},
+			want: []string{"rules[0].filter", "estimated cost", "exceeds the limit"}},
+		{name: "duplicate name", extra: []config.CELPolicyRule{ok}, rule: config.CELPolicyRule{Name: "ok", Filter: "false"},
+			want: []string{`rules[1].name: Duplicate value: "ok"`}},
+		{name: "weight out of range", rule: config.CELPolicyRule{Name: "r", Score: "1", Weight: 101}, want: []string{"rules[0].weight: Invalid value: 101"}},
+		{name: "weight without score", rule: config.CELPolicyRule{Name: "r", Filter: "true", Weight: 5}, want: []string{"rules[0].weight: Forbidden"}},
+		{name: "no filter and no score", rule: config.CELPolicyRule{Name: "r", Match: "true"}, want: []string{"rules[0]: Required value: a rule needs a filter, a score, or both"}},
+		{name: "name not a DNS label", rule: config.CELPolicyRule{Name: "GPU_rule", Filter: "true"}, want: []string{`rules[0].name: Invalid value: "GPU_rule"`}},
+		{name: "error in the second rule is located", extra: []config.CELPolicyRule{ok}, rule: config.CELPolicyRule{Name: "r", Score: "node.metadata.name"},
+			want: []string{"rules[1].score", "must evaluate to int or double, got string"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.rule.FailurePolicy = config.CELFailurePolicyFail
-			if tc.rule.Score != "" {
-				tc.rule.Weight = 1
+			rules := append(append([]config.CELPolicyRule{}, tc.extra...), tc.rule)
+			for i := range rules {
+				rules[i].FailurePolicy = config.CELFailurePolicyFail
+				if rules[i].Score != "" && rules[i].Weight == 0 {
+					rules[i].Weight = 1
+				}
 			}
 			_, ctx := ktesting.NewTestContext(t)
-			_, err := New(ctx, &config.CELPolicyArgs{Rules: []config.CELPolicyRule{tc.rule}}, nil)
+			_, err := New(ctx, &config.CELPolicyArgs{Rules: rules}, nil)
 			if err == nil {
 				t.Fatal("New succeeded, want an error")
 			}

@@ -379,3 +379,27 @@ func TestAnnotationHint(t *testing.T) {
 		t.Errorf("cooled: %v, want Queue", got)
 	}
 }
+
+func TestSignPod(t *testing.T) {
+	pl, _ := testPlugin(t, fakeSource{}, nil)
+	_, ctx := ktesting.NewTestContext(t)
+	sign := func(p *v1.Pod) []fwk.SignFragment {
+		frags, s := pl.SignPod(ctx, p)
+		if !s.IsSuccess() {
+			t.Fatalf("SignPod(%s) = %v, want success: LoadAware must keep batching on", p.Name, s)
+		}
+		return frags
+	}
+	a, b := sign(podReq("a", "500m", "1Gi")), sign(podReq("b", "500m", "1Gi"))
+	if diff := cmp.Diff(a, b); diff != "" {
+		t.Errorf("pods with the same estimate signed differently (-a,+b):\n%s", diff)
+	}
+	if diff := cmp.Diff(a, sign(podReq("c", "1", "1Gi"))); diff == "" {
+		t.Error("pods with different estimates signed alike")
+	}
+	ds := st.MakePod().Namespace("ns").Name("ds").UID("ds").Container("c").Req(map[v1.ResourceName]string{"cpu": "500m", "memory": "1Gi"}).
+		OwnerReference("agent", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}).Obj()
+	if diff := cmp.Diff(a, sign(ds)); diff == "" {
+		t.Error("a DaemonSet pod signed like an ordinary pod with the same estimate")
+	}
+}
