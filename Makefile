@@ -86,8 +86,8 @@ test-unit: ## Run unit tests with the race detector.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
 .PHONY: test-integration
-test-integration: envtest-bin ## Run the envtest integration suites (real kube-apiserver and etcd).
-	$(GO) test -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
+test-integration: build envtest-bin ## Run the envtest integration suites (real kube-apiserver and etcd; the deploy suite runs bin/scheduler).
+	BERTH_SCHEDULER_BIN=$(BIN)/scheduler $(GO) test -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
 
 .PHONY: demo
 demo: ## Run the local sandbox: a control plane, Berth, demo workloads, and a table of decisions.

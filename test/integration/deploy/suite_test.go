@@ -1,0 +1,50 @@
+// Package deploy proves the manifests under manifests/: they decode strictly,
+// and the second scheduler's RBAC is enough, and needed, to schedule. It runs
+// bin/scheduler as a process (leader election ends a process that loses its
+// lease), so it has a control plane of its own.
+package deploy
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/berth-scheduler/berth/test/integration/framework"
+)
+
+var (
+	env          *framework.Env
+	root         string
+	schedulerBin string
+)
+
+func TestDeploy(t *testing.T) {
+	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(60 * time.Second)
+	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+	RunSpecs(t, "Berth deploy manifests suite")
+}
+
+var _ = BeforeSuite(func() {
+	var err error
+	root, err = framework.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	schedulerBin = os.Getenv("BERTH_SCHEDULER_BIN")
+	if schedulerBin == "" {
+		schedulerBin = filepath.Join(root, "bin", "scheduler")
+	}
+	_, err = os.Stat(schedulerBin)
+	Expect(err).NotTo(HaveOccurred(), "bin/scheduler is needed: run `make test-integration`, which builds it")
+	env, err = framework.StartEnv()
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
