@@ -26,7 +26,9 @@ func decode(t *testing.T, data string) (*kubeschedulerconfig.KubeSchedulerConfig
 	return cfg, nil
 }
 
-func pluginArgs(t *testing.T, cfg *kubeschedulerconfig.KubeSchedulerConfiguration, profile, plugin string) any {
+// pluginArgs returns the args of plugin in the test profile "berth".
+func pluginArgs(t *testing.T, cfg *kubeschedulerconfig.KubeSchedulerConfiguration, plugin string) any {
+	const profile = "berth"
 	t.Helper()
 	for _, p := range cfg.Profiles {
 		if p.SchedulerName != profile {
@@ -72,7 +74,7 @@ profiles:
 		{Name: "prefer-spot", Match: "pod.metadata.?labels.?tier.orValue('') == 'batch'", Score: "100", Weight: 1, FailurePolicy: config.CELFailurePolicyIgnore},
 		{Name: "weighted", Score: "50", Weight: 7, FailurePolicy: config.CELFailurePolicyFail},
 	}}
-	got := pluginArgs(t, cfg, "berth", "CELPolicy")
+	got := pluginArgs(t, cfg, "CELPolicy")
 	if diff := cmp.Diff(want, got, cmpIgnoreTypeMeta); diff != "" {
 		t.Errorf("decoded args (-want,+got):\n%s", diff)
 	}
@@ -113,7 +115,7 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := pluginArgs(t, cfg, "berth", "CELPolicy").(*config.CELPolicyArgs)
+	got := pluginArgs(t, cfg, "CELPolicy").(*config.CELPolicyArgs)
 	if got.Rules[0].Weight != 0 {
 		t.Errorf("weight = %d, want the explicit 0", got.Rules[0].Weight)
 	}
@@ -139,7 +141,7 @@ profiles:
 	if err != nil {
 		t.Fatal(err)
 	}
-	la := pluginArgs(t, cfg, "berth", "LoadAware").(*config.LoadAwareArgs)
+	la := pluginArgs(t, cfg, "LoadAware").(*config.LoadAwareArgs)
 	// An unlisted resource keeps its default; the listed one is the user's.
 	if la.UsageThresholds["cpu"] != 90 || la.UsageThresholds["memory"] != 85 {
 		t.Errorf("thresholds = %v, want cpu 90 (set) and memory 85 (default)", la.UsageThresholds)
@@ -149,7 +151,7 @@ profiles:
 		la.AnnotationKey != "berth.io/node-usage" || la.DefaultPodEstimate.Cpu().String() != "250m" {
 		t.Errorf("LoadAware defaults not applied: %+v", la)
 	}
-	cb := pluginArgs(t, cfg, "berth", "ConfirmBinder").(*config.ConfirmBinderArgs)
+	cb := pluginArgs(t, cfg, "ConfirmBinder").(*config.ConfirmBinderArgs)
 	want := &config.ConfirmBinderArgs{Confirm: config.ConfirmAlways, TightHeadroomPercent: 10, ConfirmTimeout: cb.ConfirmTimeout, OnConfirmError: config.ConfirmErrorRequeue}
 	if diff := cmp.Diff(want, cb, cmpIgnoreTypeMeta); diff != "" || cb.ConfirmTimeout.Duration.String() != "5s" {
 		t.Errorf("ConfirmBinder args (-want,+got):\n%s (timeout %s)", diff, cb.ConfirmTimeout.Duration)
