@@ -37,6 +37,9 @@ BIN := $(CURDIR)/bin
 ENVTEST_DIR := $(BIN)/k8s/$(K8S_VERSION)
 export KUBEBUILDER_ASSETS := $(ENVTEST_DIR)
 
+KUSTOMIZE_VERSION := v5.8.0
+KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
+
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
@@ -86,8 +89,8 @@ test-unit: ## Run unit tests with the race detector.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
 .PHONY: test-integration
-test-integration: build envtest-bin ## Run the envtest integration suites (real kube-apiserver and etcd; the deploy suite runs bin/scheduler).
-	BERTH_SCHEDULER_BIN=$(BIN)/scheduler $(GO) test -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
+test-integration: build envtest-bin $(KUSTOMIZE) ## Run the envtest integration suites (real kube-apiserver and etcd; the deploy suite runs bin/scheduler and kustomize).
+	BERTH_SCHEDULER_BIN=$(BIN)/scheduler KUSTOMIZE=$(KUSTOMIZE) $(GO) test -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
 
 .PHONY: demo
 demo: ## Run the local sandbox: a control plane, Berth, demo workloads, and a table of decisions.
@@ -121,6 +124,12 @@ $(GOLANGCI_LINT):
 	@echo ">> installing golangci-lint $(GOLANGCI_LINT_VERSION)"
 	GOBIN=$(BIN)/.golangci $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	@mv $(BIN)/.golangci/golangci-lint $@
+
+$(KUSTOMIZE):
+	@mkdir -p $(BIN)
+	@echo ">> installing kustomize $(KUSTOMIZE_VERSION) from the Go module proxy"
+	GOBIN=$(BIN)/.kustomize $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION)
+	@mv $(BIN)/.kustomize/kustomize $@
 
 .PHONY: clean
 clean: ## Remove build output (bin/, envtest binaries included).
