@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -27,6 +28,15 @@ func loadSchedulerConfig(path string) error {
 	return err
 }
 
+// dryRun has the API server validate objects without storing them, strictly.
+// Namespaces are created for real: dry-run objects in them need them to exist.
+func dryRun(ctx SpecContext, objs []*unstructured.Unstructured) {
+	GinkgoHelper()
+	for _, o := range objs {
+		Expect(env.Apply(ctx, []*unstructured.Unstructured{o}, o.GetKind() != "Namespace")).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+	}
+}
+
 var _ = Describe("manifests/", func() {
 	It("decodes strictly: scheduler configs through the scheduler's loader, everything else by server-side dry-run", func(ctx SpecContext) {
 		var files []string
@@ -38,7 +48,7 @@ var _ = Describe("manifests/", func() {
 		})).To(Succeed())
 		Expect(files).NotTo(BeEmpty())
 
-		var namespaces, others []*unstructured.Unstructured
+		var others []*unstructured.Unstructured
 		for _, f := range files {
 			if filepath.Base(f) == "kustomization.yaml" {
 				continue // not an API object; rendered by the kustomize spec
@@ -58,17 +68,12 @@ var _ = Describe("manifests/", func() {
 						Expect(os.WriteFile(tmp, []byte(data), 0o600)).To(Succeed())
 						Expect(loadSchedulerConfig(tmp)).To(Succeed(), "%s: ConfigMap %s", f, o.GetName())
 					}
-				case "Namespace":
-					namespaces = append(namespaces, o)
-					continue
 				}
 				others = append(others, o)
 			}
 		}
-		// Namespaces are created for real: dry-run objects need them to exist.
-		Expect(env.Apply(ctx, namespaces, false)).To(Succeed())
-		for _, o := range others {
-			Expect(env.Apply(ctx, []*unstructured.Unstructured{o}, true)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
-		}
+		// Namespaces first.
+		sort.SliceStable(others, func(i, j int) bool { return others[i].GetKind() == "Namespace" && others[j].GetKind() != "Namespace" })
+		dryRun(ctx, others)
 	})
 })

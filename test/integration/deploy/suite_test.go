@@ -39,7 +39,8 @@ var _ = BeforeSuite(func() {
 	}
 	_, err = os.Stat(schedulerBin)
 	Expect(err).NotTo(HaveOccurred(), "bin/scheduler is needed: run `make test-integration`, which builds it")
-	env, err = framework.StartEnv()
+	// GenericWorkload (beta, off by default in 1.37) for the gang-scheduling profile.
+	env, err = framework.StartEnv("feature-gates=GenericWorkload=true", "runtime-config=scheduling.k8s.io/v1beta1=true")
 	Expect(err).NotTo(HaveOccurred())
 })
 

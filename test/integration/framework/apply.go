@@ -44,7 +44,7 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 
 // Apply creates (or, with dryRun, validates server-side without storing)
 // objects on the API server, strictly: an unknown field is an error.
-// Existing objects are updated.
+// Existing objects are updated (dryRun: left alone).
 func (e *Env) Apply(ctx context.Context, objs []*unstructured.Unstructured, dryRun bool) error {
 	dc, err := discovery.NewDiscoveryClientForConfig(e.Config)
 	if err != nil {
@@ -71,6 +71,11 @@ func (e *Env) Apply(ctx context.Context, objs []*unstructured.Unstructured, dryR
 			ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
 		}
 		_, err = ri.Create(ctx, o, create)
+		if apierrors.IsAlreadyExists(err) && dryRun {
+			// The API server decodes, defaults, validates and admits an
+			// object before storage finds that it exists: it passed.
+			continue
+		}
 		if apierrors.IsAlreadyExists(err) {
 			var cur *unstructured.Unstructured
 			if cur, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{}); err == nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -54,7 +55,10 @@ func RepoRoot() (string, error) {
 // node.kubernetes.io/not-ready:NoSchedule to every new Node, and envtest runs
 // no node lifecycle controller to remove it, so the suite disables that
 // admission plugin; CreateNode then makes nodes Ready as a kubelet would.
-func StartEnv() (*Env, error) {
+//
+// apiServerArgs are extra kube-apiserver flags, "name=value" (for example
+// "feature-gates=GenericWorkload=true").
+func StartEnv(apiServerArgs ...string) (*Env, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test-integration`, which builds kube-apiserver and etcd into bin/k8s/<version>")
 	}
@@ -70,7 +74,12 @@ func StartEnv() (*Env, error) {
 	if crds := filepath.Join(root, "manifests", "crds"); dirExists(crds) {
 		te.CRDDirectoryPaths = []string{crds}
 	}
-	te.ControlPlane.GetAPIServer().Configure().Append("disable-admission-plugins", "TaintNodesByCondition")
+	args := te.ControlPlane.GetAPIServer().Configure()
+	args.Append("disable-admission-plugins", "TaintNodesByCondition")
+	for _, a := range apiServerArgs {
+		name, value, _ := strings.Cut(a, "=")
+		args.Append(name, value)
+	}
 
 	cfg, err := te.Start()
 	if err != nil {
