@@ -75,7 +75,7 @@ func main() {
 type result struct {
 	mode                                      string
 	rounds, overRounds, overcommitted, excess int
-	bound, capacity                           int
+	bound, capacity, caught                   int
 }
 
 func run(ctx context.Context, bin, assets string, rounds, nodes, perNode int) error {
@@ -99,9 +99,9 @@ func run(ctx context.Context, bin, assets string, rounds, nodes, perNode int) er
 	fmt.Printf("\n%d rounds per binder; each round: %d nodes with room for %d one-CPU pods each (M=%d), %d pods created at once, half for each of two scheduler instances.\n\n",
 		rounds, nodes, perNode, nodes*perNode, 2*nodes*perNode)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "BINDER\tROUNDS\tROUNDS WITH AN OVERCOMMITTED NODE\tOVERCOMMITTED NODES\tPODS BOUND / CAPACITY\tPODS BEYOND CAPACITY")
+	fmt.Fprintln(w, "BINDER\tROUNDS\tROUNDS WITH AN OVERCOMMITTED NODE\tOVERCOMMITTED NODES\tPODS BOUND / CAPACITY\tPODS BEYOND CAPACITY\tCONFLICTS CAUGHT (BindConflict events)")
 	for _, r := range results {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d / %d\t%d\n", r.mode, r.rounds, r.overRounds, r.overcommitted, r.bound, r.capacity, r.excess)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d / %d\t%d\t%d\n", r.mode, r.rounds, r.overRounds, r.overcommitted, r.bound, r.capacity, r.excess, r.caught)
 	}
 	return w.Flush()
 }
@@ -178,7 +178,12 @@ func runMode(ctx context.Context, env *framework.Env, bin string, m mode, rounds
 		}
 		res.bound += bound
 		res.capacity += nodes * perNode
-		fmt.Printf("%s round %d: %d of %d pods bound, %d overcommitted node(s)\n", m.name, round+1, bound, total, over)
+		caught, err := c.CoreV1().Events(ns.Name).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", "BindConflict").String()})
+		if err != nil {
+			return res, err
+		}
+		res.caught += len(caught.Items)
+		fmt.Printf("%s round %d: %d of %d pods bound, %d overcommitted node(s), %d BindConflict event(s)\n", m.name, round+1, bound, total, over, len(caught.Items))
 		// Clean up: pods first (no kubelet, so at once), then the nodes.
 		if err := c.CoreV1().Pods(ns.Name).DeleteCollection(ctx, *metav1.NewDeleteOptions(0), metav1.ListOptions{}); err != nil {
 			return res, err
