@@ -90,7 +90,7 @@ test-unit: ## Run unit tests with the race detector.
 
 .PHONY: test-integration
 test-integration: build envtest-bin $(KUSTOMIZE) ## Run the envtest integration suites (real kube-apiserver and etcd; the deploy suite runs bin/scheduler and kustomize).
-	BERTH_SCHEDULER_BIN=$(BIN)/scheduler KUSTOMIZE=$(KUSTOMIZE) $(GO) test -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
+	BERTH_SCHEDULER_BIN=$(BIN)/scheduler KUSTOMIZE=$(KUSTOMIZE) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
 
 .PHONY: demo
 demo: ## Run the local sandbox: a control plane, Berth, demo workloads, and a table of decisions.
