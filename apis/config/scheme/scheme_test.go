@@ -11,6 +11,14 @@ import (
 	"github.com/berth-scheduler/berth/apis/config"
 )
 
+// berthProfile starts a config whose profile "berth" has the pluginConfig that follows.
+const berthProfile = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: berth
+  pluginConfig:
+`
+
 // decode runs a KubeSchedulerConfiguration through kube-scheduler's own
 // (strict) decoder, as `--config` does.
 func decode(t *testing.T, data string) (*kubeschedulerconfig.KubeSchedulerConfiguration, error) {
@@ -45,13 +53,7 @@ func pluginArgs(t *testing.T, cfg *kubeschedulerconfig.KubeSchedulerConfiguratio
 }
 
 func TestDecodeCELPolicyArgs(t *testing.T) {
-	cfg, err := decode(t, `
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: berth
-  pluginConfig:
-  - name: CELPolicy
+	cfg, err := decode(t, berthProfile+`  - name: CELPolicy
     args:
       rules:
       - name: gpu-only
@@ -81,13 +83,7 @@ profiles:
 }
 
 func TestDecodeRejectsUnknownFields(t *testing.T) {
-	_, err := decode(t, `
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: berth
-  pluginConfig:
-  - name: CELPolicy
+	_, err := decode(t, berthProfile+`  - name: CELPolicy
     args:
       rules:
       - name: r
@@ -101,13 +97,7 @@ profiles:
 
 func TestRoundTripDefaults(t *testing.T) {
 	// Weight 0 must survive conversion as an explicit value, so that validation sees it.
-	cfg, err := decode(t, `
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: berth
-  pluginConfig:
-  - name: CELPolicy
+	cfg, err := decode(t, berthProfile+`  - name: CELPolicy
     args:
       rules:
       - {name: r, score: "1", weight: 0}
@@ -124,13 +114,7 @@ profiles:
 var cmpIgnoreTypeMeta = cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".TypeMeta" }, cmp.Ignore())
 
 func TestDecodeLoadAwareAndConfirmBinderDefaults(t *testing.T) {
-	cfg, err := decode(t, `
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: berth
-  pluginConfig:
-  - name: LoadAware
+	cfg, err := decode(t, berthProfile+`  - name: LoadAware
     args:
       usageThresholds:
         cpu: 90
