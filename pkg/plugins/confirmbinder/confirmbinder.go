@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -86,7 +87,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, fmt.Errorf("building the default binder: %w", err)
 	}
 	registerMetrics()
-	return &ConfirmBinder{
+	pl := &ConfirmBinder{
 		handle:              h,
 		binder:              db.(fwk.BindPlugin),
 		always:              args.Confirm == config.ConfirmAlways,
@@ -95,7 +96,23 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		bindOnErr:           args.OnConfirmError == config.ConfirmErrorBind,
 		comparisonOperators: utilfeature.DefaultFeatureGate.Enabled(features.TaintTolerationComparisonOperators),
 		inFlight:            map[string]map[types.UID]*v1.Pod{},
-	}, nil
+	}
+	if f := h.SharedInformerFactory(); f != nil {
+		// Forget the lock of a deleted node, so node churn does not grow the map.
+		if _, err := f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			DeleteFunc: func(obj any) {
+				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = t.Obj
+				}
+				if n, ok := obj.(*v1.Node); ok {
+					pl.nodeLocks.Delete(n.Name)
+				}
+			},
+		}); err != nil {
+			return nil, fmt.Errorf("watching node deletions: %w", err)
+		}
+	}
+	return pl, nil
 }
 
 // reserveState carries Reserve's verdict to Bind.

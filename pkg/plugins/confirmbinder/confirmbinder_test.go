@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -34,10 +35,11 @@ type testHandle struct {
 	snapshot *cache.Snapshot
 }
 
-func (h *testHandle) ClientSet() kubernetes.Interface           { return h.client }
-func (h *testHandle) EventRecorder() events.EventRecorderLogger { return h.recorder }
-func (h *testHandle) SnapshotSharedLister() fwk.SharedLister    { return h.snapshot }
-func (h *testHandle) APICacher() fwk.APICacher                  { return nil }
+func (h *testHandle) ClientSet() kubernetes.Interface                        { return h.client }
+func (h *testHandle) EventRecorder() events.EventRecorderLogger              { return h.recorder }
+func (h *testHandle) SnapshotSharedLister() fwk.SharedLister                 { return h.snapshot }
+func (h *testHandle) APICacher() fwk.APICacher                               { return nil }
+func (h *testHandle) SharedInformerFactory() informers.SharedInformerFactory { return nil }
 
 func args(t testing.TB, mutate func(*configv1.ConfirmBinderArgs)) *config.ConfirmBinderArgs {
 	t.Helper()
