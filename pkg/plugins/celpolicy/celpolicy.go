@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync/atomic"
 
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
@@ -33,6 +35,17 @@ type CELPolicy struct {
 	needNode, needNodeInfo bool
 	cache                  *nodeCache
 	counters               []ruleCounters
+	// lastMatch is the match result of the last pod SignPod or PreFilter
+	// saw: the scheduler signs a pod and then runs PreFilter for it, one pod
+	// at a time, so this saves the second evaluation.
+	lastMatch atomic.Pointer[podMatch]
+}
+
+// podMatch is a pod's match result at one resourceVersion; immutable.
+type podMatch struct {
+	uid             ktypes.UID
+	resourceVersion string
+	state           *preFilterState
 }
 
 type ruleCounters struct {
@@ -238,10 +251,23 @@ func (pl *CELPolicy) matchPod(logger klog.Logger, pod *v1.Pod) (*preFilterState,
 	return s, nil
 }
 
+// matchPodOnce is matchPod, reusing the result for the same pod and
+// resourceVersion (a pod without one, as in unit tests, is always matched).
+func (pl *CELPolicy) matchPodOnce(logger klog.Logger, pod *v1.Pod) (*preFilterState, error) {
+	if m := pl.lastMatch.Load(); m != nil && pod.ResourceVersion != "" && m.uid == pod.UID && m.resourceVersion == pod.ResourceVersion {
+		return m.state, nil
+	}
+	s, err := pl.matchPod(logger, pod)
+	if err == nil {
+		pl.lastMatch.Store(&podMatch{uid: pod.UID, resourceVersion: pod.ResourceVersion, state: s})
+	}
+	return s, err
+}
+
 // PreFilter evaluates the rules' match expressions once for the pod. A pod
 // that no rule with a filter matches is skipped by Filter.
 func (pl *CELPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	s, err := pl.matchPod(klog.FromContext(ctx), pod)
+	s, err := pl.matchPodOnce(klog.FromContext(ctx), pod)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
@@ -460,7 +486,7 @@ func (pl *CELPolicy) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // (KEP-5598). The result depends on the pod only through the set of rules
 // that match it, unless a matched rule's filter or score reads the pod.
 func (pl *CELPolicy) SignPod(ctx context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	s, err := pl.matchPod(klog.FromContext(ctx), pod)
+	s, err := pl.matchPodOnce(klog.FromContext(ctx), pod)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}

@@ -360,3 +360,26 @@ func TestQueueingHints(t *testing.T) {
 		t.Errorf("pod deleted without a nodeInfo rule: %v, want QueueSkip", got)
 	}
 }
+
+func TestSignPodAndPreFilterMatchOnce(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	pl := newPlugin(t, config.CELPolicyRule{Name: "once-per-pod", Match: "pod.metadata.?labels.?tier.orValue('') == 'batch'", Filter: "true"})
+	pod := batchPod.DeepCopy()
+	pod.UID, pod.ResourceVersion = "u1", "7"
+	before := value(t, pl.counters[0].match.isTrue)
+	if _, s := pl.SignPod(ctx, pod); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	if _, s := pl.PreFilter(ctx, framework.NewCycleState(), pod, nil); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	if n := value(t, pl.counters[0].match.isTrue) - before; n != 1 {
+		t.Errorf("match evaluated %v times for one pod version, want 1", n)
+	}
+	// A new version of the pod is matched again.
+	pod.ResourceVersion = "8"
+	pl.PreFilter(ctx, framework.NewCycleState(), pod, nil)
+	if n := value(t, pl.counters[0].match.isTrue) - before; n != 2 {
+		t.Errorf("match evaluated %v times after an update, want 2", n)
+	}
+}

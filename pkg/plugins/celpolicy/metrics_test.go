@@ -14,14 +14,7 @@ func TestMetricsCount(t *testing.T) {
 		config.CELPolicyRule{Name: "metrics-filter", Filter: "node.metadata.labels['nope'] == 'x'", FailurePolicy: config.CELFailurePolicyIgnore},
 		config.CELPolicyRule{Name: "metrics-score", Score: "250"},
 	)
-	value := func(c metrics.CounterMetric) float64 {
-		t.Helper()
-		v, err := testutil.GetCounterMetricValue(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
+	value := func(c metrics.CounterMetric) float64 { return value(t, c) }
 	errs := value(runtimeErrors.WithLabelValues("metrics-filter", "filter", "Ignore"))
 	clamps := value(clampedScores.WithLabelValues("metrics-score"))
 
@@ -40,4 +33,13 @@ func TestMetricsCount(t *testing.T) {
 	if d := value(clampedScores.WithLabelValues("metrics-score")) - clamps; d != 1 {
 		t.Errorf("clamps counted %v, want 1", d)
 	}
+}
+
+func value(t *testing.T, c metrics.CounterMetric) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
