@@ -6,6 +6,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
@@ -18,9 +20,17 @@ var _ = Describe("the gang-scheduling profile", func() {
 		Expect(err).NotTo(HaveOccurred())
 		defer p.Stop()
 
-		// Room for two one-CPU pods.
+		// The cluster is this spec's nodes only: room for two one-CPU pods.
+		nodes, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nodes.Items).To(BeEmpty(), "another spec left nodes behind")
 		_, err = framework.CreateNode(ctx, env.Client, framework.NodeSpec{Name: "gang-1", CPU: "2", Memory: "8Gi"})
 		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			for _, n := range []string{"gang-1", "gang-2"} {
+				_ = env.Client.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{})
+			}
+		})
 		// The worked example: a PodGroup with minCount 3 and its three pods.
 		objs, err := framework.ReadObjects(filepath.Join(root, "manifests", "examples", "gang-podgroup.yaml"))
 		Expect(err).NotTo(HaveOccurred())

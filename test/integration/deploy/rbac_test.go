@@ -64,6 +64,10 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 		Expect(env.Apply(ctx, setup, false)).To(Succeed())
 		_, err := framework.CreateNode(ctx, env.Client, framework.NodeSpec{Name: "rbac-node", CPU: "8", Memory: "16Gi"})
 		Expect(err).NotTo(HaveOccurred())
+		// Other specs share this control plane: leave no node behind.
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.CoreV1().Nodes().Delete(ctx, "rbac-node", metav1.DeleteOptions{})).To(Succeed())
+		})
 	})
 
 	It("is enough to schedule with every Berth plugin, as the ServiceAccount, with leader election on", func(ctx SpecContext) {
