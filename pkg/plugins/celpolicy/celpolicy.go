@@ -20,6 +20,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
@@ -116,10 +117,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		// Forget deleted nodes so that the cache does not grow with node churn.
 		_, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			DeleteFunc: func(obj any) {
-				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-					obj = t.Obj
-				}
-				if n, ok := obj.(*v1.Node); ok {
+				if n, _, err := schedutil.As[*v1.Node](obj, nil); err == nil {
 					pl.cache.remove(n.Name)
 				}
 			},
@@ -524,9 +522,9 @@ func (pl *CELPolicy) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWith
 // every matched filter that can be checked without the scheduler's view of
 // the node (filters reading nodeInfo are assumed to pass).
 func (pl *CELPolicy) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
-	node, ok := newObj.(*v1.Node)
-	if !ok {
-		return fwk.Queue, fmt.Errorf("expected *v1.Node, got %T", newObj)
+	_, node, err := schedutil.As[*v1.Node](nil, newObj)
+	if err != nil {
+		return fwk.Queue, err
 	}
 	s, err := pl.matchPod(logger, pod)
 	if err != nil {
@@ -557,8 +555,8 @@ func (pl *CELPolicy) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Po
 // isSchedulableAfterPodDeleted requeues the pod when a matched filter reads
 // nodeInfo, whose requested/free/podCount the deletion changes.
 func (pl *CELPolicy) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
-	if _, ok := oldObj.(*v1.Pod); !ok {
-		return fwk.Queue, fmt.Errorf("expected *v1.Pod, got %T", oldObj)
+	if _, _, err := schedutil.As[*v1.Pod](oldObj, nil); err != nil {
+		return fwk.Queue, err
 	}
 	s, err := pl.matchPod(logger, pod)
 	if err != nil {

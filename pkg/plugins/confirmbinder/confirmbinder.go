@@ -101,10 +101,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		// Forget the lock of a deleted node, so node churn does not grow the map.
 		if _, err := f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			DeleteFunc: func(obj any) {
-				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-					obj = t.Obj
-				}
-				if n, ok := obj.(*v1.Node); ok {
+				if n, _, err := schedutil.As[*v1.Node](obj, nil); err == nil {
 					pl.nodeLocks.Delete(n.Name)
 				}
 			},

@@ -13,12 +13,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/berth-scheduler/berth/apis/config"
@@ -46,6 +48,7 @@ const (
 type LoadAware struct {
 	handle     fwk.Handle
 	source     usageSource
+	nodeLister corelisters.NodeLister // nil in unit tests
 	tracker    *tracker
 	expiration time.Duration
 	now        func() time.Time
@@ -105,6 +108,7 @@ func NewWithMetricsClient(newClient MetricsClientFunc) func(context.Context, run
 		}
 		registerMetrics()
 		pl := newPlugin(args, h)
+		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 
 		switch args.Source {
 		case config.LoadAwareSourceMetricsAPI:
@@ -121,7 +125,7 @@ func NewWithMetricsClient(newClient MetricsClientFunc) func(context.Context, run
 			pl.source = src
 			if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 				DeleteFunc: func(obj any) {
-					if n, ok := tombstone[*v1.Node](obj); ok {
+					if n, _, err := schedutil.As[*v1.Node](obj, nil); err == nil {
 						src.forget(n.Name)
 					}
 				},
@@ -167,14 +171,6 @@ func newPlugin(args *config.LoadAwareArgs, h fwk.Handle) *LoadAware {
 		pl.defaultEstimate.memBytes = q.Value()
 	}
 	return pl
-}
-
-func tombstone[T any](obj any) (T, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	v, ok := obj.(T)
-	return v, ok
 }
 
 // estimateOf is the pod's request per resource (init and sidecar containers
@@ -385,7 +381,7 @@ func (pl *LoadAware) podEventHandler() cache.ResourceEventHandler {
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if pod, ok := tombstone[*v1.Pod](obj); ok {
+			if pod, _, err := schedutil.As[*v1.Pod](obj, nil); err == nil {
 				pl.tracker.remove(pod.UID)
 				pl.rejectedMu.Lock()
 				delete(pl.rejected, pod.UID)
@@ -491,17 +487,25 @@ func (pl *LoadAware) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWith
 }
 
 // isSchedulableAfterPodDeleted requeues only when the deleted pod was counted
-// as an estimate (the sample did not include it yet); a pod the sample
-// includes keeps counting until the next sample anyway.
+// as an estimate on top of its node's sample (assigned after it), or its node
+// has no sample (Score then uses requests, which the deletion lowers); a pod
+// the sample includes keeps counting until the next sample anyway. It judges
+// from the pod and the node, not from the tracker, which this same deletion
+// updates in another handler, in no set order.
 func (pl *LoadAware) isSchedulableAfterPodDeleted(_ klog.Logger, _ *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
-	pod, ok := oldObj.(*v1.Pod)
-	if !ok {
-		return fwk.Queue, fmt.Errorf("expected *v1.Pod, got %T", oldObj)
+	deleted, _, err := schedutil.As[*v1.Pod](oldObj, nil)
+	if err != nil {
+		return fwk.Queue, err
 	}
-	pl.tracker.mu.RLock()
-	_, tracked := pl.tracker.pods[pod.UID]
-	pl.tracker.mu.RUnlock()
-	if tracked {
+	if pl.nodeLister == nil {
+		return fwk.Queue, nil
+	}
+	node, err := pl.nodeLister.Get(deleted.Spec.NodeName)
+	if err != nil {
+		return fwk.Queue, nil // node gone or unknown: let the scheduler look again
+	}
+	smp, ok := pl.source.sample(node)
+	if !ok || pl.now().Sub(smp.timestamp) > pl.expiration || assignedAt(deleted, pl.now()).After(smp.timestamp) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
@@ -510,9 +514,9 @@ func (pl *LoadAware) isSchedulableAfterPodDeleted(_ klog.Logger, _ *v1.Pod, oldO
 // isSchedulableAfterAnnotation requeues when the node's new usage leaves room
 // for the pod under every threshold.
 func (pl *LoadAware) isSchedulableAfterAnnotation(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
-	node, ok := newObj.(*v1.Node)
-	if !ok {
-		return fwk.Queue, fmt.Errorf("expected *v1.Node, got %T", newObj)
+	_, node, err := schedutil.As[*v1.Node](nil, newObj)
+	if err != nil {
+		return fwk.Queue, err
 	}
 	smp, ok := pl.source.sample(node)
 	if !ok || pl.now().Sub(smp.timestamp) > pl.expiration {

@@ -13,7 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -401,5 +403,42 @@ func TestSignPod(t *testing.T) {
 		OwnerReference("agent", schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DaemonSet"}).Obj()
 	if diff := cmp.Diff(a, sign(ds)); diff == "" {
 		t.Error("a DaemonSet pod signed like an ordinary pod with the same estimate")
+	}
+}
+
+func TestPodDeletedHint(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	pl, _ := testPlugin(t, fakeSource{"n1": fresh(1000, 1)}, nil) // sampled 10s before now
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := indexer.Add(testNode("n1").Node()); err != nil {
+		t.Fatal(err)
+	}
+	pl.nodeLister = corelisters.NewNodeLister(indexer)
+	deleted := func(scheduledAgo time.Duration, node string) *v1.Pod {
+		p := podReq("gone", "1", "")
+		p.Spec.NodeName = node
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-scheduledAgo))}}
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *v1.Pod
+		want fwk.QueueingHint
+	}{
+		// Not in the tracker either way: the hint must not depend on it (the
+		// pod informer's handler may already have forgotten the pod).
+		{"assigned after the sample: its estimate is freed", deleted(2*time.Second, "n1"), fwk.Queue},
+		{"included in the sample: nothing changes until the next one", deleted(time.Minute, "n1"), fwk.QueueSkip},
+		{"node without a sample: Score uses requests", deleted(time.Minute, "n2"), fwk.Queue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := pl.isSchedulableAfterPodDeleted(logger, podReq("pending", "1", ""), tc.pod, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("hint = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
