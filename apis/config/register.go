@@ -23,6 +23,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&CELPolicyArgs{},
 		&LoadAwareArgs{},
 		&ConfirmBinderArgs{},
+		&ElasticQuotaArgs{},
 	)
 	return nil
 }

@@ -29,6 +29,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&CELPolicyArgs{},
 		&LoadAwareArgs{},
 		&ConfirmBinderArgs{},
+		&ElasticQuotaArgs{},
 	)
 	return nil
 }

@@ -31,6 +31,7 @@ import (
 func RegisterDefaults(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&CELPolicyArgs{}, func(obj interface{}) { SetObjectDefaults_CELPolicyArgs(obj.(*CELPolicyArgs)) })
 	scheme.AddTypeDefaultingFunc(&ConfirmBinderArgs{}, func(obj interface{}) { SetObjectDefaults_ConfirmBinderArgs(obj.(*ConfirmBinderArgs)) })
+	scheme.AddTypeDefaultingFunc(&ElasticQuotaArgs{}, func(obj interface{}) { SetObjectDefaults_ElasticQuotaArgs(obj.(*ElasticQuotaArgs)) })
 	scheme.AddTypeDefaultingFunc(&LoadAwareArgs{}, func(obj interface{}) { SetObjectDefaults_LoadAwareArgs(obj.(*LoadAwareArgs)) })
 	return nil
 }
@@ -41,6 +42,10 @@ func SetObjectDefaults_CELPolicyArgs(in *CELPolicyArgs) {
 
 func SetObjectDefaults_ConfirmBinderArgs(in *ConfirmBinderArgs) {
 	SetDefaults_ConfirmBinderArgs(in)
+}
+
+func SetObjectDefaults_ElasticQuotaArgs(in *ElasticQuotaArgs) {
+	SetDefaults_ElasticQuotaArgs(in)
 }
 
 func SetObjectDefaults_LoadAwareArgs(in *LoadAwareArgs) {

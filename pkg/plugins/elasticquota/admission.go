@@ -1,0 +1,170 @@
+package elasticquota
+
+import (
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+const stateKey fwk.StateKey = "PreFilter" + Name
+
+// Reasons a pod is refused, the label of the denials metric.
+const (
+	reasonMax     = "max"
+	reasonBorrow  = "borrow"
+	reasonNoQuota = "no-quota"
+)
+
+// preFilterState is the quota arithmetic of one pod, taken in PreFilter and
+// kept current by AddPod/RemovePod while preemption simulates removals.
+type preFilterState struct {
+	pod       *v1.Pod
+	prio      int32
+	hasQuota  bool
+	quotaName string
+	// keys are req's resources, sorted, for stable messages.
+	keys     []v1.ResourceName
+	req      vec // accounted resources only
+	min, max vec // shared with the manager, read-only
+	// used and the totals hold only req's resources.
+	used, totalUsed, totalMin vec
+	// withinMin: the namespace stays within its min with this pod.
+	withinMin bool
+}
+
+func (s *preFilterState) Clone() fwk.StateData {
+	c := *s
+	c.used = make(vec, len(s.used))
+	c.used.add(s.used, 1)
+	c.totalUsed = make(vec, len(s.totalUsed))
+	c.totalUsed.add(s.totalUsed, 1)
+	return &c
+}
+
+// snapshot takes the arithmetic for pod: its own namespace and the totals,
+// for the resources it requests, nominated pods of no lower priority included.
+func (m *manager) snapshot(pod *v1.Pod, req vec, prio int32) *preFilterState {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := &preFilterState{pod: pod, prio: prio}
+	q := m.quotas[pod.Namespace]
+	if q == nil {
+		return s
+	}
+	s.hasQuota, s.quotaName, s.min, s.max = true, q.name, q.min, q.max
+	s.req = make(vec, len(req))
+	for name, x := range req {
+		if q.accounted.Has(name) {
+			s.req[name] = x
+			s.keys = append(s.keys, name)
+		}
+	}
+	slices.Sort(s.keys)
+	s.used, s.totalUsed, s.totalMin = make(vec, len(s.req)), make(vec, len(s.req)), make(vec, len(s.req))
+	used := m.nsUsed[pod.Namespace]
+	for name := range s.req {
+		s.used[name] = used[name]
+		s.totalUsed[name] = m.totalUsed[name]
+		s.totalMin[name] = m.totalMin[name]
+	}
+	for uid, e := range m.nominated {
+		if uid == pod.UID || e.prio < prio {
+			continue
+		}
+		_, quotaed := m.quotas[e.ns]
+		for name := range s.req {
+			if e.ns == pod.Namespace {
+				s.used[name] += e.req[name]
+			}
+			if quotaed {
+				s.totalUsed[name] += e.req[name]
+			}
+		}
+	}
+	s.withinMin = s.fitsMin()
+	return s
+}
+
+// fitsMin: every requested resource the min names stays within it, and the
+// min names at least one of them.
+func (s *preFilterState) fitsMin() bool {
+	named := false
+	for name, x := range s.req {
+		mn, ok := s.min[name]
+		if !ok {
+			continue
+		}
+		named = true
+		if s.used[name]+x > mn {
+			return false
+		}
+	}
+	return named
+}
+
+// adjust applies another pod's addition (sign 1) or removal (-1) to the
+// arithmetic; quotaed says whether that pod's namespace has a quota.
+func (s *preFilterState) adjust(ns string, req vec, quotaed bool, sign int64) {
+	if !s.hasQuota {
+		return
+	}
+	for name := range s.req {
+		if ns == s.pod.Namespace {
+			s.used[name] += sign * req[name]
+		}
+		if quotaed {
+			s.totalUsed[name] += sign * req[name]
+		}
+	}
+	s.withinMin = s.fitsMin()
+}
+
+// denial says why a pod is refused.
+type denial struct {
+	reason string
+	// unresolvable: no preemption can help.
+	unresolvable bool
+	msg          string
+}
+
+func (d *denial) status() *fwk.Status {
+	code := fwk.Unschedulable
+	if d.unresolvable {
+		code = fwk.UnschedulableAndUnresolvable
+	}
+	return fwk.NewStatus(code, d.msg)
+}
+
+// admit applies the rule: used + request ≤ max, and either used + request ≤
+// min or all quotas' used + request ≤ the sum of their min. A resource the
+// quota names only in max is limited by max alone.
+func (s *preFilterState) admit() *denial {
+	ns := s.pod.Namespace
+	for _, name := range s.keys {
+		x, u := s.req[name], s.used[name]
+		if mx, ok := s.max[name]; ok {
+			if x > mx {
+				return &denial{reason: reasonMax, unresolvable: true, msg: fmt.Sprintf(
+					"pod's %s request %s exceeds the max %s of ElasticQuota %s/%s",
+					name, fmtQ(name, x), fmtQ(name, mx), ns, s.quotaName)}
+			}
+			if u+x > mx {
+				return &denial{reason: reasonMax, msg: fmt.Sprintf(
+					"ElasticQuota %s/%s: %s used %s + request %s exceeds max %s",
+					ns, s.quotaName, name, fmtQ(name, u), fmtQ(name, x), fmtQ(name, mx))}
+			}
+		}
+		mn, ok := s.min[name]
+		if !ok || u+x <= mn {
+			continue
+		}
+		if tu, tm := s.totalUsed[name], s.totalMin[name]; tu+x > tm {
+			return &denial{reason: reasonBorrow, msg: fmt.Sprintf(
+				"ElasticQuota %s/%s: %s used %s + request %s exceeds min %s, and there is not enough unused min to borrow (all quotas' used %s + request %s exceeds their min %s)",
+				ns, s.quotaName, name, fmtQ(name, u), fmtQ(name, x), fmtQ(name, mn), fmtQ(name, tu), fmtQ(name, x), fmtQ(name, tm))}
+		}
+	}
+	return nil
+}

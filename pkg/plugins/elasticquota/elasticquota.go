@@ -1,0 +1,384 @@
+// Package elasticquota implements ElasticQuota: namespace quotas read from
+// scheduler-plugins' ElasticQuota objects (scheduling.x-k8s.io/v1alpha1) with
+// a guaranteed min, borrowing up to max, and reclaim of borrowed resources by
+// preemption on upstream's preemption evaluator.
+package elasticquota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
+	eqlisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/apis/config/validation"
+)
+
+const (
+	// Name is the plugin's registry name; its args kind is Name+"Args".
+	Name = "ElasticQuota"
+
+	// elasticQuotaResource is the scheduler's name for ElasticQuota events
+	// (resource.version.group: the scheduler watches it with a dynamic informer).
+	elasticQuotaResource fwk.EventResource = "elasticquotas.v1alpha1.scheduling.x-k8s.io"
+
+	// crdSyncTimeout bounds the wait for the ElasticQuota informer at start-up.
+	crdSyncTimeout = time.Minute
+)
+
+// ElasticQuota is the plugin. All its instances in a process (one per
+// profile) share one quota state, since they share one cluster.
+type ElasticQuota struct {
+	fh     fwk.Handle
+	fts    feature.Features
+	denied bool
+	shared *shared
+
+	evaluator *preemption.Evaluator
+	executor  *preemption.Executor
+}
+
+var (
+	_ fwk.PreEnqueuePlugin  = &ElasticQuota{}
+	_ fwk.PreFilterPlugin   = &ElasticQuota{}
+	_ fwk.PostFilterPlugin  = &ElasticQuota{}
+	_ fwk.ReservePlugin     = &ElasticQuota{}
+	_ fwk.EnqueueExtensions = &ElasticQuota{}
+	_ preemption.Interface  = &ElasticQuota{}
+)
+
+// Name returns the plugin's name.
+func (pl *ElasticQuota) Name() string { return Name }
+
+// shared is the quota state of one cluster (one scheduler client).
+type shared struct {
+	mgr        *manager
+	args       config.ElasticQuotaArgs
+	eqLister   eqlisters.ElasticQuotaLister
+	eqClient   versioned.Interface
+	podsSynced func() bool
+	// active: this process schedules (it holds the lease, or runs without
+	// leader election), so it may write status.
+	active atomic.Bool
+}
+
+var (
+	sharedMu sync.Mutex
+	states   = map[kubernetes.Interface]*shared{}
+)
+
+// New builds ElasticQuota with a client for ElasticQuota objects made from
+// the scheduler's kubeconfig.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	if h == nil || h.KubeConfig() == nil {
+		return nil, errors.New("ElasticQuota needs the scheduler's kubeconfig")
+	}
+	c, err := versioned.NewForConfig(h.KubeConfig())
+	if err != nil {
+		return nil, fmt.Errorf("building the ElasticQuota client: %w", err)
+	}
+	return NewWithClient(c)(ctx, obj, h)
+}
+
+// NewWithClient returns a factory that reads ElasticQuota objects with c.
+func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		args, ok := obj.(*config.ElasticQuotaArgs)
+		if !ok {
+			return nil, fmt.Errorf("want args to be of type ElasticQuotaArgs, got %T", obj)
+		}
+		if err := validation.ValidateElasticQuotaArgs(nil, args); err != nil {
+			return nil, err
+		}
+		if h == nil || h.ClientSet() == nil || h.SharedInformerFactory() == nil {
+			return nil, errors.New("ElasticQuota needs the scheduler's client and informers")
+		}
+		registerMetrics()
+		sh, err := sharedFor(ctx, h, c, args)
+		if err != nil {
+			return nil, err
+		}
+		fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+		pl := &ElasticQuota{
+			fh:     h,
+			fts:    fts,
+			denied: args.NamespacesWithoutQuota == config.NamespacesWithoutQuotaDenied,
+			shared: sh,
+		}
+		pl.executor = preemption.NewExecutor(h, fts)
+		pl.evaluator = preemption.NewEvaluator(Name, h, pl, pl.executor)
+		return pl, nil
+	}
+}
+
+// sharedFor returns the quota state of h's cluster, building it (informers,
+// status writer) on first use. Every profile must configure the same args.
+func sharedFor(ctx context.Context, h fwk.Handle, c versioned.Interface, args *config.ElasticQuotaArgs) (*shared, error) {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if sh := states[h.ClientSet()]; sh != nil {
+		if !apiequality.Semantic.DeepEqual(sh.args, *args) {
+			return nil, fmt.Errorf("ElasticQuota args differ between profiles (%+v and %+v): all profiles share one quota state and must configure it alike", sh.args, *args)
+		}
+		return sh, nil
+	}
+	if err := checkCRD(c); err != nil {
+		return nil, err
+	}
+	sh := &shared{mgr: newManager(), args: *args, eqClient: c}
+	only := sets.New(args.Resources...)
+	logger := klog.FromContext(ctx)
+
+	// Quotas: the effective one of a namespace is recomputed from the lister.
+	factory := externalversions.NewSharedInformerFactory(c, 0)
+	eqInformer := factory.Scheduling().V1alpha1().ElasticQuotas()
+	sh.eqLister = eqInformer.Lister()
+	resync := func(obj any) {
+		eq, _, err := schedutil.As[*schedv1alpha1.ElasticQuota](obj, nil)
+		if err != nil {
+			logger.Error(err, "ElasticQuota: unexpected object in the quota informer")
+			return
+		}
+		eqs, err := sh.eqLister.ElasticQuotas(eq.Namespace).List(labels.Everything())
+		if err != nil {
+			logger.Error(err, "ElasticQuota: listing quotas", "namespace", eq.Namespace)
+			return
+		}
+		if len(eqs) > 1 {
+			logger.Info("ElasticQuota: namespace has several quotas; the oldest governs", "namespace", eq.Namespace, "count", len(eqs))
+		}
+		if eff := effectiveQuota(eqs); eff != nil {
+			sh.mgr.setQuota(eq.Namespace, newQuota(eff, only))
+		} else {
+			sh.mgr.setQuota(eq.Namespace, nil)
+		}
+	}
+	if _, err := eqInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: resync,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, _, _ := schedutil.As[*schedv1alpha1.ElasticQuota](oldObj, nil)
+			n, _, _ := schedutil.As[*schedv1alpha1.ElasticQuota](newObj, nil)
+			if o != nil && n != nil && apiequality.Semantic.DeepEqual(o.Spec, n.Spec) {
+				return // a status write
+			}
+			resync(newObj)
+		},
+		DeleteFunc: resync,
+	}); err != nil {
+		return nil, fmt.Errorf("watching ElasticQuotas: %w", err)
+	}
+
+	// Pods: usage follows the scheduler's own pod informer (terminal pods
+	// leave it as deletions).
+	reg, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { observePod(sh.mgr, obj) },
+		UpdateFunc: func(_, newObj any) { observePod(sh.mgr, newObj) },
+		DeleteFunc: func(obj any) {
+			if pod, _, err := schedutil.As[*v1.Pod](obj, nil); err == nil {
+				sh.mgr.forgetPod(pod.UID)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
+	sh.podsSynced = reg.HasSynced
+
+	factory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, crdSyncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), eqInformer.Informer().HasSynced) {
+		return nil, fmt.Errorf("ElasticQuota: the ElasticQuota informer did not sync within %s (can the scheduler list and watch elasticquotas.scheduling.x-k8s.io?)", crdSyncTimeout)
+	}
+	go wait.UntilWithContext(ctx, sh.writeStatus, args.StatusUpdateInterval.Duration)
+	states[h.ClientSet()] = sh
+	return sh, nil
+}
+
+func observePod(m *manager, obj any) {
+	if pod, _, err := schedutil.As[*v1.Pod](obj, nil); err == nil {
+		m.observe(pod)
+	}
+}
+
+// checkCRD fails start-up when the ElasticQuota CRD is not served: the
+// informer would otherwise wait for it forever.
+func checkCRD(c versioned.Interface) error {
+	gv := schedv1alpha1.SchemeGroupVersion.String()
+	list, err := c.Discovery().ServerResourcesForGroupVersion(gv)
+	if err == nil {
+		for _, r := range list.APIResources {
+			if r.Name == "elasticquotas" {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("ElasticQuota: the API server does not serve elasticquotas.%s (%v); install the CRD from manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml", gv, err)
+}
+
+// PreEnqueue keeps a pod out of the active queue while its asynchronous
+// preemption is still evicting victims, as DefaultPreemption does.
+func (pl *ElasticQuota) PreEnqueue(_ context.Context, p *v1.Pod) *fwk.Status {
+	if pl.fts.EnableAsyncPreemption && pl.executor.IsPodRunningPreemption(p.GetUID()) {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "waiting for the preemption for this pod to be finished")
+	}
+	return nil
+}
+
+// PreFilter admits the pod by its namespace's quota.
+func (pl *ElasticQuota) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	sh := pl.shared
+	if !sh.active.Load() && sh.active.CompareAndSwap(false, true) {
+		// Only the scheduler that schedules runs PreFilter: from now on it
+		// keeps status.used current.
+		sh.mgr.markDirty(sh.mgr.quotaNamespaces()...)
+	}
+	if !sh.podsSynced() {
+		return nil, fwk.AsStatus(errors.New("ElasticQuota: waiting for the pod informer to sync"))
+	}
+	s := sh.mgr.snapshot(pod, podRequest(pod), corev1helpers.PodPriority(pod))
+	state.Write(stateKey, s)
+	if !s.hasQuota {
+		if pl.denied {
+			deniedTotal.WithLabelValues(reasonNoQuota).Inc()
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable,
+				fmt.Sprintf("namespace %q has no ElasticQuota, and namespaces without one are denied", pod.Namespace))
+		}
+		return nil, nil
+	}
+	if d := s.admit(); d != nil {
+		deniedTotal.WithLabelValues(d.reason).Inc()
+		klog.FromContext(ctx).V(4).Info("ElasticQuota refused pod", "pod", klog.KObj(pod), "reason", d.msg)
+		return nil, d.status()
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions keeps the quota arithmetic current while the framework
+// simulates adding nominated pods or removing preemption victims.
+func (pl *ElasticQuota) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
+
+// AddPod counts podInfoToAdd in the pod's quota arithmetic.
+func (pl *ElasticQuota) AddPod(_ context.Context, state fwk.CycleState, _ *v1.Pod, podInfoToAdd fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+	return pl.adjust(state, podInfoToAdd.GetPod(), 1)
+}
+
+// RemovePod takes podInfoToRemove out of the pod's quota arithmetic.
+func (pl *ElasticQuota) RemovePod(_ context.Context, state fwk.CycleState, _ *v1.Pod, podInfoToRemove fwk.PodInfo, _ fwk.NodeInfo) *fwk.Status {
+	return pl.adjust(state, podInfoToRemove.GetPod(), -1)
+}
+
+func (pl *ElasticQuota) adjust(state fwk.CycleState, other *v1.Pod, sign int64) *fwk.Status {
+	s, err := readState(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	s.adjust(other.Namespace, podRequest(other), pl.shared.mgr.hasQuota(other.Namespace), sign)
+	return nil
+}
+
+func readState(state fwk.CycleState) (*preFilterState, error) {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil, fmt.Errorf("reading %q from cycle state: %w", stateKey, err)
+	}
+	s, ok := d.(*preFilterState)
+	if !ok {
+		return nil, fmt.Errorf("%q has type %T", stateKey, d)
+	}
+	return s, nil
+}
+
+// Reserve counts the pod against its quota until the informer sees it bound.
+func (pl *ElasticQuota) Reserve(_ context.Context, _ fwk.CycleState, p *v1.Pod, _ string) *fwk.Status {
+	pl.shared.mgr.assume(p)
+	return nil
+}
+
+// Unreserve undoes Reserve.
+func (pl *ElasticQuota) Unreserve(_ context.Context, _ fwk.CycleState, p *v1.Pod, _ string) {
+	pl.shared.mgr.unassume(p)
+}
+
+// EventsToRegister: a quota's spec changing (status writes are skipped), and
+// an assigned pod leaving a namespace with a quota.
+func (pl *ElasticQuota) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: elasticQuotaResource, ActionType: fwk.Add | fwk.Update | fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterQuotaChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodDeletion},
+	}, nil
+}
+
+// isSchedulableAfterQuotaChange queues on any change of a quota's spec: its
+// own namespace's quota sets its limits, any other's min changes what can be
+// borrowed. Updates of status alone (ours, every few seconds) are skipped.
+func (pl *ElasticQuota) isSchedulableAfterQuotaChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	if oldObj == nil || newObj == nil {
+		return fwk.Queue, nil
+	}
+	o, err := toElasticQuota(oldObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	n, err := toElasticQuota(newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if apiequality.Semantic.DeepEqual(o.Spec, n.Spec) {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("ElasticQuota spec changed", "pod", klog.KObj(pod), "quota", klog.KObj(n))
+	return fwk.Queue, nil
+}
+
+// isSchedulableAfterPodDeletion queues when the deleted pod counted against a
+// quota (its namespace's, or the totals borrowing draws on).
+func (pl *ElasticQuota) isSchedulableAfterPodDeletion(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	deleted, _, err := schedutil.As[*v1.Pod](oldObj, nil)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if deleted.Namespace == pod.Namespace || pl.shared.mgr.hasQuota(deleted.Namespace) {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// toElasticQuota reads a typed or unstructured ElasticQuota (the scheduler's
+// dynamic informer hands hints unstructured objects).
+func toElasticQuota(obj any) (*schedv1alpha1.ElasticQuota, error) {
+	if eq, ok := obj.(*schedv1alpha1.ElasticQuota); ok {
+		return eq, nil
+	}
+	u, ok := obj.(runtime.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("want an ElasticQuota, got %T", obj)
+	}
+	eq := &schedv1alpha1.ElasticQuota{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), eq); err != nil {
+		return nil, fmt.Errorf("converting an ElasticQuota: %w", err)
+	}
+	return eq, nil
+}

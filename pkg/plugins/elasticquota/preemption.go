@@ -1,0 +1,295 @@
+package elasticquota
+
+import (
+	"context"
+	"math/rand/v2"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	policy "k8s.io/api/policy/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+)
+
+// Candidate nodes dry-run per preemption: DefaultPreemption's defaults.
+const (
+	minCandidateNodesPercentage = 10
+	minCandidateNodesAbsolute   = 100
+)
+
+// PostFilter preempts on upstream's evaluator with ElasticQuota's victim
+// selection (SelectVictimsOnNode).
+func (pl *ElasticQuota) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	s, err := readState(state)
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	kind := kindNoQuota
+	switch {
+	case s.hasQuota && s.withinMin:
+		kind = kindReclaim
+	case s.hasQuota:
+		kind = kindOwnNamespace
+	}
+	result, status := pl.evaluator.Preempt(ctx, state, pod, m)
+	if status.IsSuccess() {
+		preemptionsTotal.WithLabelValues(kind).Inc()
+	}
+	if msg := status.Message(); msg != "" {
+		return result, fwk.NewStatus(status.Code(), "ElasticQuota preemption: "+msg)
+	}
+	return result, status
+}
+
+// Kinds of preemption, the label of the preemptions metric.
+const (
+	kindReclaim      = "reclaim"       // within min: borrowers' pods may go
+	kindOwnNamespace = "own-namespace" // beyond min: only its own namespace's lower-priority pods
+	kindNoQuota      = "no-quota"      // no quota: lower-priority pods of namespaces without one
+)
+
+// GetOffsetAndNumCandidates: DefaultPreemption's defaults.
+func (pl *ElasticQuota) GetOffsetAndNumCandidates(n int32) (int32, int32) {
+	num := n * minCandidateNodesPercentage / 100
+	num = max(num, minCandidateNodesAbsolute)
+	num = min(num, n)
+	return rand.Int32N(n), num //nolint:gosec // a random start, not a secret
+}
+
+// CandidatesToVictimsMap maps each candidate node to its victims.
+func (pl *ElasticQuota) CandidatesToVictimsMap(candidates []preemption.Candidate) map[string]*extenderv1.Victims {
+	m := make(map[string]*extenderv1.Victims, len(candidates))
+	for _, c := range candidates {
+		m[c.Name()] = c.Victims()
+	}
+	return m
+}
+
+// PodEligibleToPreemptOthers: not with preemptionPolicy Never, and not again
+// while victims of an earlier preemption are terminating on its nominated node.
+func (pl *ElasticQuota) PodEligibleToPreemptOthers(_ context.Context, pod *v1.Pod, nominatedNodeStatus *fwk.Status) (bool, string) {
+	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
+		return false, "not eligible due to preemptionPolicy=Never."
+	}
+	nom := pod.Status.NominatedNodeName
+	if nom == "" || nominatedNodeStatus.Code() == fwk.UnschedulableAndUnresolvable {
+		return true, ""
+	}
+	if ni, _ := pl.fh.SnapshotSharedLister().NodeInfos().Get(nom); ni != nil {
+		for _, p := range ni.GetPods() {
+			if preemption.PodTerminatingByPreemption(p.GetPod()) {
+				return false, "not eligible due to a terminating pod on the nominated node."
+			}
+		}
+	}
+	return true, ""
+}
+
+// OrderedScoreFuncs: upstream's defaults.
+func (pl *ElasticQuota) OrderedScoreFuncs(context.Context, map[string]*extenderv1.Victims) []func(string) int64 {
+	return nil
+}
+
+// SelectVictimsOnNode picks the fewest victims on a node that let the pod fit
+// both the node and its quota. Eligible victims (see eligibleVictims) are all
+// removed, then reprieved most important first — own-namespace pods before
+// borrowers', PDB-violating before others — while the pod still fits.
+func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, preemptor *v1.Pod, nodeInfo fwk.NodeInfo,
+	allPossibleVictims []*preemption.DomainVictim, pdbs []*policy.PodDisruptionBudget) ([]*v1.Pod, int, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	s, err := readState(state)
+	if err != nil {
+		return nil, 0, fwk.AsStatus(err)
+	}
+	potential := pl.eligibleVictims(s, allPossibleVictims)
+	if len(potential) == 0 {
+		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "No preemption victims found for incoming pod")
+	}
+	mainNode := nodeInfo.Node().Name
+	// As upstream: only the main node's NodeInfo changes; pods of a victim on
+	// other nodes go through the PreFilter extensions alone.
+	apply := func(v *preemption.DomainVictim, add bool) error {
+		for _, pi := range v.Pods() {
+			ni := nodeInfo
+			if pi.GetPod().Spec.NodeName != mainNode {
+				ni = v.AffectedNodes()[pi.GetPod().Spec.NodeName]
+			}
+			var st *fwk.Status
+			if add {
+				if pi.GetPod().Spec.NodeName == mainNode {
+					nodeInfo.AddPodInfo(pi)
+				}
+				st = pl.fh.RunPreFilterExtensionAddPod(ctx, state, preemptor, pi, ni)
+			} else {
+				if pi.GetPod().Spec.NodeName == mainNode {
+					if err := nodeInfo.RemovePod(logger, pi.GetPod()); err != nil {
+						return err
+					}
+				}
+				st = pl.fh.RunPreFilterExtensionRemovePod(ctx, state, preemptor, pi, ni)
+			}
+			if !st.IsSuccess() {
+				return st.AsError()
+			}
+		}
+		return nil
+	}
+	fits := func() (bool, *fwk.Status) {
+		if s.hasQuota && s.admit() != nil {
+			return false, nil
+		}
+		st := pl.fh.RunFilterPluginsWithNominatedPods(ctx, state, preemptor, nodeInfo)
+		return st.IsSuccess(), st
+	}
+
+	for _, v := range potential {
+		if err := apply(v, false); err != nil {
+			return nil, 0, fwk.AsStatus(err)
+		}
+	}
+	if ok, st := fits(); !ok {
+		if st == nil {
+			st = fwk.NewStatus(fwk.Unschedulable, "the pod's ElasticQuota does not admit it even without the eligible victims")
+		}
+		return nil, 0, st
+	}
+
+	violating, nonViolating := preemption.FilterVictimsWithPDBViolation(potential, pdbs)
+	var victims []*preemption.DomainVictim
+	reprieve := func(v *preemption.DomainVictim) (bool, error) {
+		if err := apply(v, true); err != nil {
+			return false, err
+		}
+		if ok, _ := fits(); ok {
+			return true, nil
+		}
+		if err := apply(v, false); err != nil {
+			return false, err
+		}
+		victims = append(victims, v)
+		return false, nil
+	}
+	numViolating := 0
+	for _, v := range violating {
+		kept, err := reprieve(v.Victim)
+		if err != nil {
+			return nil, 0, fwk.AsStatus(err)
+		}
+		if !kept {
+			numViolating += v.ViolateCount
+		}
+	}
+	for _, v := range nonViolating {
+		if _, err := reprieve(v); err != nil {
+			return nil, 0, fwk.AsStatus(err)
+		}
+	}
+	var pods []*v1.Pod
+	for _, v := range victims {
+		for _, pi := range v.Pods() {
+			pods = append(pods, pi.GetPod())
+		}
+	}
+	if loggerV := logger.V(5); loggerV.Enabled() {
+		loggerV.Info("ElasticQuota victims on node", "pod", klog.KObj(preemptor), "node", mainNode, "victims", klog.KObjSlice(pods))
+	}
+	return pods, numViolating, nil
+}
+
+// eligibleVictims applies ElasticQuota's rules to the node's possible victims
+// and orders them most important first (the reprieve order):
+//   - a pod of the preemptor's own namespace: if of lower priority;
+//   - a pod of another namespace with a quota: only if the preemptor stays
+//     within its min and that namespace is above its min in a resource the
+//     preemptor asks for (it borrows) — whatever its priority, lowest first,
+//     and no more of them than takes that namespace back to its min;
+//   - a pod of a namespace without a quota: if of lower priority, and the
+//     preemptor is within its min or has no quota either.
+//
+// A victim that is a pod group is eligible only if all its pods are.
+func (pl *ElasticQuota) eligibleVictims(s *preFilterState, all []*preemption.DomainVictim) []*preemption.DomainVictim {
+	m := pl.shared.mgr
+	prio := s.prio
+	ns := s.pod.Namespace
+
+	// Least important first, so the cap on borrowers takes the right ones.
+	sorted := append([]*preemption.DomainVictim(nil), all...)
+	sort.SliceStable(sorted, func(i, j int) bool { return preemption.MoreImportantVictim(sorted[j], sorted[i]) })
+
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	taken := map[string]vec{} // borrowers' requests already taken, by namespace
+	borrows := func(other string, q *quota, extra vec) bool {
+		used := m.nsUsed[other]
+		for name, x := range s.req {
+			if x == 0 {
+				continue
+			}
+			mn, ok := q.min[name]
+			if !ok {
+				continue
+			}
+			if used[name]-taken[other][name]-extra[name] >= mn && used[name]-taken[other][name] > mn {
+				return true
+			}
+		}
+		return false
+	}
+	var own, others []*preemption.DomainVictim
+	for _, v := range sorted {
+		ok := true
+		var borrowed map[string]vec
+		for _, pi := range v.Pods() {
+			p := pi.GetPod()
+			pp := corev1helpers.PodPriority(p)
+			switch q := m.quotas[p.Namespace]; {
+			case p.Namespace == ns:
+				ok = pp < prio
+			case !s.hasQuota:
+				ok = q == nil && pp < prio
+			case q == nil:
+				ok = s.withinMin && pp < prio
+			default:
+				req := podRequest(p)
+				ok = s.withinMin && borrows(p.Namespace, q, req)
+				if ok {
+					if borrowed == nil {
+						borrowed = map[string]vec{}
+					}
+					if borrowed[p.Namespace] == nil {
+						borrowed[p.Namespace] = vec{}
+					}
+					borrowed[p.Namespace].add(req, 1)
+				}
+			}
+			if !ok {
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		for other, req := range borrowed {
+			if taken[other] == nil {
+				taken[other] = vec{}
+			}
+			taken[other].add(req, 1)
+		}
+		if v.Pods()[0].GetPod().Namespace == ns {
+			own = append(own, v)
+		} else {
+			others = append(others, v)
+		}
+	}
+	// Reprieve order: most important first; own-namespace pods are kept in
+	// preference to borrowers'.
+	byImportance := func(vs []*preemption.DomainVictim) {
+		sort.SliceStable(vs, func(i, j int) bool { return preemption.MoreImportantVictim(vs[i], vs[j]) })
+	}
+	byImportance(own)
+	byImportance(others)
+	return append(own, others...)
+}

@@ -1,0 +1,315 @@
+package elasticquota
+
+import (
+	"sort"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// vec is a resource list in integers: milli-units for cpu, units for the rest.
+type vec map[v1.ResourceName]int64
+
+func value(name v1.ResourceName, q resource.Quantity) int64 {
+	if name == v1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// quantity turns a vec value back into a Quantity, for messages and status.
+func quantity(name v1.ResourceName, v int64) *resource.Quantity {
+	switch {
+	case name == v1.ResourceCPU:
+		return resource.NewMilliQuantity(v, resource.DecimalSI)
+	case name == v1.ResourceMemory || name == v1.ResourceEphemeralStorage || v1helper.IsHugePageResourceName(name):
+		return resource.NewQuantity(v, resource.BinarySI)
+	default:
+		return resource.NewQuantity(v, resource.DecimalSI)
+	}
+}
+
+func fmtQ(name v1.ResourceName, v int64) string { return quantity(name, v).String() }
+
+func toVec(list v1.ResourceList) vec {
+	out := make(vec, len(list))
+	for name, q := range list {
+		out[name] = value(name, q)
+	}
+	return out
+}
+
+// podRequest is what a pod counts against its quota: the requests the
+// scheduler and kubelet use (init and sidecar containers, pod overhead), and
+// one "pods".
+func podRequest(pod *v1.Pod) vec {
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	out := make(vec, len(reqs)+1)
+	for name, q := range reqs {
+		if v := value(name, q); v != 0 {
+			out[name] = v
+		}
+	}
+	out[v1.ResourcePods] = 1
+	return out
+}
+
+func (v vec) add(o vec, sign int64) {
+	for name, x := range o {
+		v[name] += sign * x
+	}
+}
+
+// quota is the effective ElasticQuota of a namespace.
+type quota struct {
+	name string
+	// min and max are replaced, never mutated, so snapshots may share them.
+	min, max vec
+	// accounted are the resources this quota limits.
+	accounted sets.Set[v1.ResourceName]
+}
+
+func newQuota(eq *schedv1alpha1.ElasticQuota, only sets.Set[v1.ResourceName]) *quota {
+	q := &quota{name: eq.Name, min: toVec(eq.Spec.Min), max: toVec(eq.Spec.Max), accounted: sets.New[v1.ResourceName]()}
+	for name := range q.min {
+		q.accounted.Insert(name)
+	}
+	for name := range q.max {
+		q.accounted.Insert(name)
+	}
+	if only.Len() > 0 {
+		q.accounted = q.accounted.Intersection(only)
+		for name := range q.min {
+			if !only.Has(name) {
+				delete(q.min, name)
+			}
+		}
+		for name := range q.max {
+			if !only.Has(name) {
+				delete(q.max, name)
+			}
+		}
+	}
+	return q
+}
+
+// effectiveQuota picks the quota that governs a namespace when it has several
+// (scheduler-plugins expects one): the oldest, then the first by name.
+func effectiveQuota(eqs []*schedv1alpha1.ElasticQuota) *schedv1alpha1.ElasticQuota {
+	if len(eqs) == 0 {
+		return nil
+	}
+	sort.Slice(eqs, func(i, j int) bool {
+		ti, tj := eqs[i].CreationTimestamp, eqs[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return eqs[i].Name < eqs[j].Name
+	})
+	return eqs[0]
+}
+
+type podEntry struct {
+	ns   string
+	req  vec
+	prio int32
+	// assumed: reserved by this scheduler, not yet seen bound.
+	assumed bool
+}
+
+// manager keeps the usage of every namespace exact between scheduling cycles:
+// pods bound or reserved count, terminal or deleted pods do not. Totals over
+// the namespaces that have a quota are kept incrementally, so admission costs
+// the same with 1 quota or 1,000.
+type manager struct {
+	mu        sync.RWMutex
+	quotas    map[string]*quota // by namespace
+	nsUsed    map[string]vec    // by namespace, quota or not
+	pods      map[types.UID]*podEntry
+	nominated map[types.UID]*podEntry
+	totalMin  vec // sum of min over quotas
+	totalUsed vec // sum of used over namespaces with a quota
+	// dirty are namespaces whose status.used may be out of date.
+	dirty sets.Set[string]
+}
+
+func newManager() *manager {
+	return &manager{
+		quotas:    map[string]*quota{},
+		nsUsed:    map[string]vec{},
+		pods:      map[types.UID]*podEntry{},
+		nominated: map[types.UID]*podEntry{},
+		totalMin:  vec{},
+		totalUsed: vec{},
+		dirty:     sets.New[string](),
+	}
+}
+
+// setQuota installs (q != nil) or removes the quota of a namespace.
+func (m *manager) setQuota(ns string, q *quota) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old := m.quotas[ns]; old != nil {
+		m.totalMin.add(old.min, -1)
+		m.totalUsed.add(m.nsUsed[ns], -1)
+	}
+	if q == nil {
+		delete(m.quotas, ns)
+		return
+	}
+	m.quotas[ns] = q
+	m.totalMin.add(q.min, 1)
+	m.totalUsed.add(m.nsUsed[ns], 1)
+	m.dirty.Insert(ns)
+}
+
+func (m *manager) countLocked(e *podEntry, sign int64) {
+	used := m.nsUsed[e.ns]
+	if used == nil {
+		used = vec{}
+		m.nsUsed[e.ns] = used
+	}
+	used.add(e.req, sign)
+	if _, ok := m.quotas[e.ns]; ok {
+		m.totalUsed.add(e.req, sign)
+		m.dirty.Insert(e.ns)
+	}
+}
+
+func (m *manager) removeLocked(uid types.UID) {
+	if e := m.pods[uid]; e != nil {
+		m.countLocked(e, -1)
+		delete(m.pods, uid)
+	}
+	delete(m.nominated, uid)
+}
+
+// observe applies an informer's view of a pod.
+func (m *manager) observe(pod *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed {
+		m.removeLocked(pod.UID)
+		return
+	}
+	if pod.Spec.NodeName == "" {
+		// A pending pod counts only while this scheduler has it reserved;
+		// one nominated after preemption is remembered for admission.
+		if e := m.pods[pod.UID]; e != nil && !e.assumed {
+			m.removeLocked(pod.UID)
+		}
+		if pod.Status.NominatedNodeName != "" {
+			m.nominated[pod.UID] = &podEntry{ns: pod.Namespace, req: podRequest(pod), prio: corev1helpers.PodPriority(pod)}
+		} else {
+			delete(m.nominated, pod.UID)
+		}
+		return
+	}
+	delete(m.nominated, pod.UID)
+	req := podRequest(pod)
+	if e := m.pods[pod.UID]; e != nil {
+		e.assumed = false
+		if equalVec(e.req, req) {
+			return
+		}
+		m.countLocked(e, -1) // resized in place
+	}
+	e := &podEntry{ns: pod.Namespace, req: req, prio: corev1helpers.PodPriority(pod)}
+	m.pods[pod.UID] = e
+	m.countLocked(e, 1)
+}
+
+// forgetPod applies an informer's deletion of a pod.
+func (m *manager) forgetPod(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.removeLocked(uid)
+}
+
+// assume counts a pod this scheduler reserved on a node (Reserve).
+func (m *manager) assume(pod *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.pods[pod.UID]; ok {
+		return
+	}
+	delete(m.nominated, pod.UID)
+	e := &podEntry{ns: pod.Namespace, req: podRequest(pod), prio: corev1helpers.PodPriority(pod), assumed: true}
+	m.pods[pod.UID] = e
+	m.countLocked(e, 1)
+}
+
+// unassume undoes assume (Unreserve), unless the pod was seen bound meanwhile.
+func (m *manager) unassume(pod *v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.pods[pod.UID]; e != nil && e.assumed {
+		m.removeLocked(pod.UID)
+	}
+}
+
+func (m *manager) hasQuota(ns string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, ok := m.quotas[ns]
+	return ok
+}
+
+// usedOf returns a copy of a namespace's usage of the resources it accounts.
+func (m *manager) usedOf(ns string) (v1.ResourceList, *quota) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	q := m.quotas[ns]
+	if q == nil {
+		return nil, nil
+	}
+	used := m.nsUsed[ns]
+	out := make(v1.ResourceList, q.accounted.Len())
+	for name := range q.accounted {
+		out[name] = *quantity(name, used[name])
+	}
+	return out, q
+}
+
+func (m *manager) takeDirty() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := m.dirty.UnsortedList()
+	m.dirty.Clear()
+	return out
+}
+
+func (m *manager) markDirty(ns ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dirty.Insert(ns...)
+}
+
+func (m *manager) quotaNamespaces() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]string, 0, len(m.quotas))
+	for ns := range m.quotas {
+		out = append(out, ns)
+	}
+	return out
+}
+
+func equalVec(a, b vec) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
