@@ -44,6 +44,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		filepath.Join(root, "manifests", "examples", "celpolicy.yaml"),
 		filepath.Join(root, "manifests", "examples", "loadaware.yaml"),
 		filepath.Join(root, "manifests", "examples", "confirmbinder.yaml"),
+		filepath.Join(root, "manifests", "examples", "elasticquota.yaml"),
 	)
 	Expect(err).NotTo(HaveOccurred())
 	metricsServer = framework.StartMetricsServer()

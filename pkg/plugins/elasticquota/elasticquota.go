@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -95,7 +96,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if h == nil || h.KubeConfig() == nil {
 		return nil, errors.New("ElasticQuota needs the scheduler's kubeconfig")
 	}
-	c, err := versioned.NewForConfig(h.KubeConfig())
+	// kube-scheduler's client speaks protobuf; custom resources are JSON only.
+	cfg := rest.CopyConfig(h.KubeConfig())
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	c, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the ElasticQuota client: %w", err)
 	}
@@ -227,15 +232,17 @@ func observePod(m *manager, obj any) {
 // informer would otherwise wait for it forever.
 func checkCRD(c versioned.Interface) error {
 	gv := schedv1alpha1.SchemeGroupVersion.String()
+	const hint = "install the CRD from manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml"
 	list, err := c.Discovery().ServerResourcesForGroupVersion(gv)
-	if err == nil {
-		for _, r := range list.APIResources {
-			if r.Name == "elasticquotas" {
-				return nil
-			}
+	if err != nil {
+		return fmt.Errorf("ElasticQuota: the API server does not serve %s (%w); %s", gv, err, hint)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "elasticquotas" {
+			return nil
 		}
 	}
-	return fmt.Errorf("ElasticQuota: the API server does not serve elasticquotas.%s (%v); install the CRD from manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml", gv, err)
+	return fmt.Errorf("ElasticQuota: the API server does not serve elasticquotas.%s; %s", gv, hint)
 }
 
 // PreEnqueue keeps a pod out of the active queue while its asynchronous

@@ -222,8 +222,11 @@ func (pl *ElasticQuota) eligibleVictims(s *preFilterState, all []*preemption.Dom
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	taken := map[string]vec{} // borrowers' requests already taken, by namespace
+	// borrows: other is above its min in a resource the preemptor asks for,
+	// and stays at or above it without extra. Pods already being deleted
+	// (victims of an earlier preemption) no longer count as borrowed.
 	borrows := func(other string, q *quota, extra vec) bool {
-		used := m.nsUsed[other]
+		used, leaving := m.nsUsed[other], m.nsLeaving[other]
 		for name, x := range s.req {
 			if x == 0 {
 				continue
@@ -232,7 +235,8 @@ func (pl *ElasticQuota) eligibleVictims(s *preFilterState, all []*preemption.Dom
 			if !ok {
 				continue
 			}
-			if used[name]-taken[other][name]-extra[name] >= mn && used[name]-taken[other][name] > mn {
+			u := used[name] - leaving[name] - taken[other][name]
+			if u-extra[name] >= mn && u > mn {
 				return true
 			}
 		}

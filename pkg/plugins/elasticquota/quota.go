@@ -122,6 +122,8 @@ type podEntry struct {
 	prio int32
 	// assumed: reserved by this scheduler, not yet seen bound.
 	assumed bool
+	// leaving: being deleted (a preemption victim, say); still counted.
+	leaving bool
 }
 
 // manager keeps the usage of every namespace exact between scheduling cycles:
@@ -132,6 +134,7 @@ type manager struct {
 	mu        sync.RWMutex
 	quotas    map[string]*quota // by namespace
 	nsUsed    map[string]vec    // by namespace, quota or not
+	nsLeaving map[string]vec    // part of nsUsed held by pods being deleted
 	pods      map[types.UID]*podEntry
 	nominated map[types.UID]*podEntry
 	totalMin  vec // sum of min over quotas
@@ -144,6 +147,7 @@ func newManager() *manager {
 	return &manager{
 		quotas:    map[string]*quota{},
 		nsUsed:    map[string]vec{},
+		nsLeaving: map[string]vec{},
 		pods:      map[types.UID]*podEntry{},
 		nominated: map[types.UID]*podEntry{},
 		totalMin:  vec{},
@@ -177,6 +181,14 @@ func (m *manager) countLocked(e *podEntry, sign int64) {
 		m.nsUsed[e.ns] = used
 	}
 	used.add(e.req, sign)
+	if e.leaving {
+		leaving := m.nsLeaving[e.ns]
+		if leaving == nil {
+			leaving = vec{}
+			m.nsLeaving[e.ns] = leaving
+		}
+		leaving.add(e.req, sign)
+	}
 	if _, ok := m.quotas[e.ns]; ok {
 		m.totalUsed.add(e.req, sign)
 		m.dirty.Insert(e.ns)
@@ -214,14 +226,15 @@ func (m *manager) observe(pod *v1.Pod) {
 	}
 	delete(m.nominated, pod.UID)
 	req := podRequest(pod)
+	leaving := pod.DeletionTimestamp != nil
 	if e := m.pods[pod.UID]; e != nil {
 		e.assumed = false
-		if equalVec(e.req, req) {
+		if e.leaving == leaving && equalVec(e.req, req) {
 			return
 		}
-		m.countLocked(e, -1) // resized in place
+		m.countLocked(e, -1) // resized in place, or being deleted
 	}
-	e := &podEntry{ns: pod.Namespace, req: req, prio: corev1helpers.PodPriority(pod)}
+	e := &podEntry{ns: pod.Namespace, req: req, prio: corev1helpers.PodPriority(pod), leaving: leaving}
 	m.pods[pod.UID] = e
 	m.countLocked(e, 1)
 }

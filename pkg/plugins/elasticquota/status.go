@@ -39,7 +39,7 @@ func (sh *shared) writeStatus(ctx context.Context) {
 		case apierrors.IsNotFound(err):
 		default:
 			statusWritesTotal.WithLabelValues("error").Inc()
-			logger.V(2).Info("ElasticQuota: writing status.used failed; retrying next round", "quota", klog.KObj(eq), "err", err)
+			logger.Error(err, "ElasticQuota: writing status.used failed; retrying next round", "quota", klog.KObj(eq))
 			sh.mgr.markDirty(ns)
 		}
 	}

@@ -1,0 +1,83 @@
+package elasticquota
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+func unstructuredEQ(t *testing.T, e *schedv1alpha1.ElasticQuota) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+func TestQueueingHints(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	m := newManager()
+	m.setQuota("a", newQuota(eq("a", rl("cpu", "4"), nil), nil))
+	m.setQuota("b", newQuota(eq("b", rl("cpu", "4"), nil), nil))
+	pl := &ElasticQuota{shared: &shared{mgr: m}}
+	waiting := pod("a", "waiting", "1", 0, "")
+
+	old := eq("b", rl("cpu", "4"), nil)
+	statusOnly := old.DeepCopy()
+	statusOnly.Status.Used = rl("cpu", "2")
+	grown := old.DeepCopy()
+	grown.Spec.Min = rl("cpu", "6")
+	for _, tc := range []struct {
+		name     string
+		old, new any
+		want     fwk.QueueingHint
+	}{
+		{"quota created", nil, unstructuredEQ(t, old), fwk.Queue},
+		{"status written (unstructured, as the scheduler's dynamic informer hands it)", unstructuredEQ(t, old), unstructuredEQ(t, statusOnly), fwk.QueueSkip},
+		{"min grown elsewhere: more to borrow", unstructuredEQ(t, old), unstructuredEQ(t, grown), fwk.Queue},
+		{"typed objects", old, grown, fwk.Queue},
+		{"quota deleted", unstructuredEQ(t, old), nil, fwk.Queue},
+	} {
+		got, err := pl.isSchedulableAfterQuotaChange(logger, waiting, tc.old, tc.new)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+
+	for _, tc := range []struct {
+		name    string
+		deleted string
+		want    fwk.QueueingHint
+	}{
+		{"own namespace", "a", fwk.Queue},
+		{"another namespace with a quota: the totals borrowing draws on change", "b", fwk.Queue},
+		{"namespace without a quota", "free", fwk.QueueSkip},
+	} {
+		got, err := pl.isSchedulableAfterPodDeletion(logger, waiting, pod(tc.deleted, "gone", "1", 0, "n"), nil)
+		if err != nil || got != tc.want {
+			t.Errorf("pod deleted, %s: got %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestCheckCRD(t *testing.T) {
+	if err := checkCRD(fakeEQClient()); err != nil {
+		t.Errorf("CRD served: %v", err)
+	}
+	c := fakeEQClient()
+	c.Fake.Resources = nil
+	err := checkCRD(c)
+	if err == nil {
+		t.Fatal("CRD missing: want an error")
+	}
+	const want = "install the CRD from manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml"
+	if got := err.Error(); !strings.Contains(got, want) {
+		t.Errorf("error %q does not say %q", got, want)
+	}
+}

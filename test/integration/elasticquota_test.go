@@ -1,0 +1,173 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	"github.com/berth-scheduler/berth/test/integration/framework"
+)
+
+const eqProfile = "berth-elasticquota"
+
+// createQuota gives ns an ElasticQuota of minCPU guaranteed and 8 CPUs max.
+func createQuota(ctx SpecContext, c versioned.Interface, ns, minCPU string) {
+	_, err := c.SchedulingV1alpha1().ElasticQuotas(ns).Create(ctx, &schedv1alpha1.ElasticQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota"},
+		Spec: schedv1alpha1.ElasticQuotaSpec{
+			Min: v1.ResourceList{v1.ResourceCPU: resource.MustParse(minCPU)},
+			Max: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8")},
+		},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	// No namespace controller runs in envtest: a deleted namespace keeps its
+	// quota, and its min would count in later specs' totals.
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(c.SchedulingV1alpha1().ElasticQuotas(ns).Delete(ctx, "quota", metav1.DeleteOptions{})).To(Succeed())
+	})
+}
+
+// createPods creates n pods of 1 CPU for the ElasticQuota profile.
+func createPods(ctx SpecContext, ns, prefix string, n int) []string {
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("%s-%d", prefix, i)
+		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: names[i], SchedulerName: eqProfile, CPU: "1"})
+		Expect(err).NotTo(HaveOccurred())
+	}
+	return names
+}
+
+// boundCPU sums the CPU of a namespace's bound pods that are not being deleted.
+func boundCPU(ctx SpecContext, ns string) func() (int64, error) {
+	return func() (int64, error) {
+		pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return 0, err
+		}
+		var total int64
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+				total += p.Spec.Containers[0].Resources.Requests.Cpu().MilliValue()
+			}
+		}
+		return total, nil
+	}
+}
+
+// playKubelet force-deletes pods being deleted in the namespaces, as a kubelet
+// would once their containers stopped (no kubelet runs in envtest, and
+// preemption deletes victims gracefully).
+func playKubelet(namespaces ...string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	DeferCleanup(cancel)
+	go wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for _, ns := range namespaces {
+			pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				continue
+			}
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp != nil {
+					_ = env.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, *metav1.NewDeleteOptions(0))
+				}
+			}
+		}
+	}, 200*time.Millisecond)
+}
+
+func statusUsedCPU(ctx SpecContext, c versioned.Interface, ns string) func() (string, error) {
+	return func() (string, error) {
+		eq, err := c.SchedulingV1alpha1().ElasticQuotas(ns).Get(ctx, "quota", metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		q, ok := eq.Status.Used[v1.ResourceCPU]
+		if !ok {
+			return "<unset>", nil
+		}
+		return q.String(), nil
+	}
+}
+
+var _ = Describe("ElasticQuota", Serial, func() {
+	var eqClient versioned.Interface
+	BeforeEach(func() {
+		var err error
+		eqClient, err = versioned.NewForConfig(env.Config)
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("lets a namespace borrow up to max, enforces max, and takes borrowed CPU back by preemption when another namespace needs its min", func(ctx SpecContext) {
+		a, b := newNamespace(ctx, "eq-a"), newNamespace(ctx, "eq-b")
+		createQuota(ctx, eqClient, a, "4")
+		createQuota(ctx, eqClient, b, "4")
+		createNodes(ctx, framework.NodeSpec{Name: "eq-1", CPU: "4", Memory: "16Gi"}, framework.NodeSpec{Name: "eq-2", CPU: "4", Memory: "16Gi"})
+		playKubelet(a, b)
+
+		By("a fills the cluster's 8 CPUs: 4 of its min, 4 borrowed from b's unused min")
+		for _, p := range createPods(ctx, a, "a", 8) {
+			Eventually(framework.NodeNameOf(ctx, env.Client, a, p)).ShouldNot(BeEmpty())
+		}
+		Eventually(statusUsedCPU(ctx, eqClient, a)).Should(Equal("8"), "status.used written by the scheduler")
+
+		By("a's ninth CPU is above its max: refused, with the numbers")
+		createPods(ctx, a, "a-over", 1)
+		Eventually(framework.EventsFor(ctx, env.Client, a, "a-over-0", "FailedScheduling")).Should(ContainElement(
+			HaveField("Message", ContainSubstring("ElasticQuota %s/quota: cpu used 8 + request 1 exceeds max 8", a))))
+		Expect(env.Client.CoreV1().Pods(a).Delete(ctx, "a-over-0", *metav1.NewDeleteOptions(0))).To(Succeed())
+
+		By("b asks for its min although all used + request exceeds all min (#683): a's borrowed pods are preempted")
+		bPods := createPods(ctx, b, "b", 4)
+		for _, p := range bPods {
+			Eventually(framework.NodeNameOf(ctx, env.Client, b, p), time.Minute).ShouldNot(BeEmpty())
+		}
+		Expect(boundCPU(ctx, b)()).To(Equal(int64(4000)))
+		Eventually(boundCPU(ctx, a)).Should(Equal(int64(4000)), "a keeps its min")
+		Consistently(boundCPU(ctx, a), "2s").Should(Equal(int64(4000)))
+		Eventually(statusUsedCPU(ctx, eqClient, a)).Should(Equal("4"))
+		Eventually(statusUsedCPU(ctx, eqClient, b)).Should(Equal("4"))
+	})
+
+	It("refuses borrowing what other namespaces use, and admits the pod once a quota lends more", func(ctx SpecContext) {
+		a, b := newNamespace(ctx, "eq-borrow-a"), newNamespace(ctx, "eq-borrow-b")
+		createQuota(ctx, eqClient, a, "2")
+		createQuota(ctx, eqClient, b, "2")
+		createNodes(ctx, framework.NodeSpec{Name: "eq-b-1", CPU: "16", Memory: "16Gi"})
+		for _, p := range createPods(ctx, b, "b", 2) {
+			Eventually(framework.NodeNameOf(ctx, env.Client, b, p)).ShouldNot(BeEmpty())
+		}
+		for _, p := range createPods(ctx, a, "a", 2) {
+			Eventually(framework.NodeNameOf(ctx, env.Client, a, p)).ShouldNot(BeEmpty())
+		}
+		createPods(ctx, a, "a-borrow", 1)
+		Eventually(framework.EventsFor(ctx, env.Client, a, "a-borrow-0", "FailedScheduling")).Should(ContainElement(
+			HaveField("Message", ContainSubstring("not enough unused min to borrow"))))
+		Consistently(framework.NodeNameOf(ctx, env.Client, a, "a-borrow-0"), "2s").Should(BeEmpty(), "the node has room: only the quota holds it")
+
+		By("b's min grows: there is something to borrow, and the quota event requeues the pod")
+		eq, err := eqClient.SchedulingV1alpha1().ElasticQuotas(b).Get(ctx, "quota", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		eq.Spec.Min[v1.ResourceCPU] = resource.MustParse("4")
+		_, err = eqClient.SchedulingV1alpha1().ElasticQuotas(b).Update(ctx, eq, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(framework.NodeNameOf(ctx, env.Client, a, "a-borrow-0"), 15*time.Second).Should(Equal("eq-b-1"))
+	})
+
+	It("leaves pods of a namespace without a quota alone", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "eq-none")
+		createNodes(ctx, framework.NodeSpec{Name: "eq-n-1", CPU: "2", Memory: "4Gi"})
+		createPods(ctx, ns, "free", 2)
+		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "free-0")).Should(Equal("eq-n-1"))
+		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "free-1")).Should(Equal("eq-n-1"))
+	})
+})
