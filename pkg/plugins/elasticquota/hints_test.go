@@ -71,7 +71,7 @@ func TestCheckCRD(t *testing.T) {
 		t.Errorf("CRD served: %v", err)
 	}
 	c := fakeEQClient()
-	c.Fake.Resources = nil
+	c.Resources = nil
 	err := checkCRD(c)
 	if err == nil {
 		t.Fatal("CRD missing: want an error")
