@@ -20,9 +20,14 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
@@ -84,21 +89,33 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 	step("scheduler running (pid %d, log %s)", sched.Pid(), logPath)
 
 	c := env.Client
-	step("creating the demo cluster: %d nodes", len(demoNodes))
+	step("creating the demo cluster: %d nodes, namespaces team-a and team-b with ElasticQuotas", len(demoNodes))
 	for _, n := range demoNodes {
 		if _, err := framework.CreateNode(ctx, c, n); err != nil {
 			return err
 		}
 	}
-	step("creating %d demo pods and waiting for each to be placed or rejected", len(demoPods))
-	for _, p := range demoPods {
-		if _, err := framework.CreatePod(ctx, c, p.spec); err != nil {
-			return err
-		}
+	if err := createQuotas(ctx, env); err != nil {
+		return err
 	}
-	results, err := waitForOutcomes(ctx, c, timeout)
-	if err != nil {
-		return fmt.Errorf("%w (scheduler log: %s)", err, logPath)
+	step("playing the kubelet: pods being deleted (preemption victims) are removed at once")
+	go wait.UntilWithContext(ctx, func(ctx context.Context) { reapTerminating(ctx, c) }, 200*time.Millisecond)
+
+	var results []outcome
+	for phase := 0; phase <= lastPhase(); phase++ {
+		var created int
+		for _, p := range demoPods {
+			if p.phase == phase {
+				if _, err := framework.CreatePod(ctx, c, p.spec); err != nil {
+					return err
+				}
+				created++
+			}
+		}
+		step("phase %d: created %d demo pods; waiting for each to be placed, rejected or preempted", phase, created)
+		if results, err = waitForOutcomes(ctx, c, phase, timeout); err != nil {
+			return fmt.Errorf("%w (scheduler log: %s)", err, logPath)
+		}
 	}
 	unexpected := printTable(results)
 
@@ -114,35 +131,60 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 }
 
 type outcome struct {
-	pod     demoPod
-	node    string
-	message string // FailedScheduling message for a pod left Pending
+	pod       demoPod
+	node      string
+	preempted bool
+	message   string // FailedScheduling message for a pod left Pending
 }
 
-// waitForOutcomes polls until every pod is bound or has a FailedScheduling event.
-func waitForOutcomes(ctx context.Context, c kubernetes.Interface, timeout time.Duration) ([]outcome, error) {
-	results := make([]outcome, len(demoPods))
-	done := make([]bool, len(demoPods))
+func lastPhase() int {
+	last := 0
+	for _, p := range demoPods {
+		last = max(last, p.phase)
+	}
+	return last
+}
+
+// waitForOutcomes polls until every pod of the phases up to phase has
+// settled: bound, or Pending with a FailedScheduling event, or — for a pod
+// expected to be preempted once the last phase runs — deleted.
+func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, timeout time.Duration) ([]outcome, error) {
+	var pods []demoPod
+	for _, p := range demoPods {
+		if p.phase <= phase {
+			pods = append(pods, p)
+		}
+	}
+	final := phase == lastPhase()
+	results := make([]outcome, len(pods))
+	done := make([]bool, len(pods))
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		all := true
-		for i, p := range demoPods {
+		for i, p := range pods {
 			if done[i] {
 				continue
 			}
+			results[i] = outcome{pod: p}
 			pod, err := c.CoreV1().Pods(p.spec.Namespace).Get(ctx, p.spec.Name, metav1.GetOptions{})
-			if err != nil {
+			switch {
+			case apierrors.IsNotFound(err):
+				results[i].preempted = true
+				done[i] = true
+				continue
+			case err != nil:
 				return false, err
 			}
-			results[i] = outcome{pod: p, node: pod.Spec.NodeName}
+			results[i].node = pod.Spec.NodeName
 			if pod.Spec.NodeName != "" {
-				done[i] = true
+				done[i] = !(final && p.expectPreempted)
+				all = all && done[i]
 				continue
 			}
 			events, err := framework.EventsFor(ctx, c, p.spec.Namespace, p.spec.Name, "FailedScheduling")()
 			if err != nil {
 				return false, err
 			}
-			if len(events) > 0 && p.expectNode == "" {
+			if len(events) > 0 && p.expectNode == "" && !p.expectPreempted {
 				results[i].message = latest(events).Message
 				done[i] = true
 				continue
@@ -155,6 +197,51 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, timeout time.D
 		return results, fmt.Errorf("pods not settled after %s", timeout)
 	}
 	return results, err
+}
+
+// createQuotas creates the ElasticQuota scenario's namespaces, quotas and
+// priority classes.
+func createQuotas(ctx context.Context, env *framework.Env) error {
+	for name, value := range demoPriorityClasses {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+		if _, err := env.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	eqClient, err := versioned.NewForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	for _, q := range demoQuotas {
+		if _, err := env.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: q.namespace}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		eq := &schedv1alpha1.ElasticQuota{
+			ObjectMeta: metav1.ObjectMeta{Namespace: q.namespace, Name: "quota"},
+			Spec: schedv1alpha1.ElasticQuotaSpec{
+				Min: v1.ResourceList{v1.ResourceCPU: resource.MustParse(q.min)},
+				Max: v1.ResourceList{v1.ResourceCPU: resource.MustParse(q.max)},
+			},
+		}
+		if _, err := eqClient.SchedulingV1alpha1().ElasticQuotas(q.namespace).Create(ctx, eq, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reapTerminating removes pods being deleted, as kubelets would once their
+// containers stopped: no kubelet runs here.
+func reapTerminating(ctx context.Context, c kubernetes.Interface) {
+	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			_ = c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, *metav1.NewDeleteOptions(0))
+		}
+	}
 }
 
 func latest(events []v1.Event) v1.Event {
@@ -176,16 +263,23 @@ func printTable(results []outcome) int {
 	unexpected := 0
 	for _, r := range results {
 		node, why := r.node, r.pod.why
-		if node == "" {
+		switch {
+		case r.preempted:
+			node = "<preempted>"
+		case node == "":
 			node = "<pending>"
 			why = r.pod.why + ": " + r.message
 		}
 		ok := "yes"
-		if r.node != r.pod.expectNode {
+		switch {
+		case r.pod.expectPreempted && !r.preempted:
+			ok = "NO (expected <preempted>)"
+			unexpected++
+		case !r.pod.expectPreempted && r.node != r.pod.expectNode:
 			ok = "NO (expected " + orPending(r.pod.expectNode) + ")"
 			unexpected++
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.pod.scenario, r.pod.spec.Name, r.pod.spec.SchedulerName, node, ok, why)
+		fmt.Fprintf(w, "%s\t%s/%s\t%s\t%s\t%s\t%s\n", r.pod.scenario, r.pod.spec.Namespace, r.pod.spec.Name, r.pod.spec.SchedulerName, node, ok, why)
 	}
 	_ = w.Flush()
 	fmt.Println()

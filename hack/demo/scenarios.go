@@ -19,6 +19,8 @@ var demoNodes = []framework.NodeSpec{
 	// LoadAware's nodes, tainted so that only its scenario's pods land there.
 	{Name: "busy-1", CPU: "8", Memory: "16Gi", Taints: []v1.Taint{loadAwareTaint}, Labels: loadAwareNodes, Annotations: usage("7500m", "4Gi")},
 	{Name: "quiet-1", CPU: "4", Memory: "8Gi", Taints: []v1.Taint{loadAwareTaint}, Labels: loadAwareNodes, Annotations: usage("500m", "1Gi")},
+	// ElasticQuota's node: 4 CPU shared by two teams.
+	{Name: "shared-1", CPU: "4", Memory: "16Gi", Taints: []v1.Taint{quotaTaint}, Labels: quotaNodes},
 }
 
 var (
@@ -27,6 +29,26 @@ var (
 	loadAwareToleration = []v1.Toleration{{Key: "berth.io/demo", Operator: v1.TolerationOpExists}}
 )
 
+var (
+	quotaTaint      = v1.Taint{Key: "berth.io/demo", Value: "quota", Effect: v1.TaintEffectNoSchedule}
+	quotaNodes      = map[string]string{"berth.io/demo": "quota"}
+	quotaToleration = []v1.Toleration{{Key: "berth.io/demo", Operator: v1.TolerationOpExists}}
+)
+
+// The ElasticQuota scenario's teams: each guaranteed 2 CPU, allowed 4.
+var demoQuotas = []struct{ namespace, min, max string }{
+	{"team-a", "2", "4"},
+	{"team-b", "2", "4"},
+}
+
+// demoPriorityClasses: team-a marks two of its pods critical.
+var demoPriorityClasses = map[string]int32{"team-critical": 1000}
+
+func quotaPod(namespace, name, cpu, priorityClass string) framework.PodSpec {
+	return framework.PodSpec{Namespace: namespace, Name: name, SchedulerName: "berth-elasticquota", CPU: cpu, Memory: "1Gi",
+		Tolerations: quotaToleration, NodeSelector: quotaNodes, PriorityClassName: priorityClass}
+}
+
 // usage is the NodeAnnotations source's annotation, measured now.
 func usage(cpu, memory string) map[string]string {
 	return map[string]string{"berth.io/node-usage": fmt.Sprintf(`{"cpu":%q,"memory":%q,"timestamp":%q}`, cpu, memory, time.Now().UTC().Format(time.RFC3339))}
@@ -34,10 +56,15 @@ func usage(cpu, memory string) map[string]string {
 
 // demoPod is one workload of a scenario and where it should end.
 type demoPod struct {
-	scenario   string
+	scenario string
+	// phase: pods of phase N are created once every pod of the phases
+	// before has settled.
+	phase      int
 	spec       framework.PodSpec
-	expectNode string // "" means it should stay Pending
-	why        string
+	expectNode string // "" means it should stay Pending (or be preempted)
+	// expectPreempted: the pod is placed, then preempted in a later phase.
+	expectPreempted bool
+	why             string
 }
 
 const ns = "default"
@@ -69,4 +96,17 @@ var demoPods = []demoPod{
 	{scenario: "loadaware", spec: framework.PodSpec{Namespace: ns, Name: "etl-big", SchedulerName: "berth-loadaware", CPU: "2500m", Memory: "1Gi",
 		Tolerations: loadAwareToleration, NodeSelector: loadAwareNodes},
 		why: "fits both nodes by requests, but would push either over the 80% CPU usage threshold (quiet-1 counts etl, placed after its sample)"},
+
+	// ElasticQuota: team-a borrows team-b's idle share up to its max, and
+	// gives it back by preemption when team-b needs its min.
+	{scenario: "elasticquota", spec: quotaPod("team-a", "a-critical-1", "1", "team-critical"), expectNode: "shared-1", why: "within team-a's min (2 CPU)"},
+	{scenario: "elasticquota", spec: quotaPod("team-a", "a-critical-2", "1", "team-critical"), expectNode: "shared-1", why: "within team-a's min (2 CPU)"},
+	{scenario: "elasticquota", spec: quotaPod("team-a", "a-batch-1", "1", ""), expectPreempted: true,
+		why: "borrowed team-b's idle min; taken back when team-b came (lowest priority first)"},
+	{scenario: "elasticquota", spec: quotaPod("team-a", "a-batch-2", "1", ""), expectPreempted: true,
+		why: "borrowed team-b's idle min; taken back when team-b came (lowest priority first)"},
+	{scenario: "elasticquota", spec: quotaPod("team-a", "a-batch-3", "1", ""),
+		why: "team-a is at its max (4 CPU): refused in PreFilter, before any node is looked at"},
+	{scenario: "elasticquota", phase: 1, spec: quotaPod("team-b", "b-service", "2", ""), expectNode: "shared-1",
+		why: "within team-b's min although the node is full: team-a's borrowed pods were preempted"},
 }

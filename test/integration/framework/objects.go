@@ -78,6 +78,8 @@ type PodSpec struct {
 	Tolerations   []v1.Toleration
 	NodeSelector  map[string]string
 	HostPort      int32
+	// PriorityClassName names an existing PriorityClass.
+	PriorityClassName string
 }
 
 // MakePod builds a pod (not yet created). The container never runs: envtest
@@ -104,10 +106,11 @@ func MakePod(s PodSpec) *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name, Labels: s.Labels},
 		Spec: v1.PodSpec{
-			SchedulerName: s.SchedulerName,
-			Containers:    []v1.Container{c},
-			Tolerations:   s.Tolerations,
-			NodeSelector:  s.NodeSelector,
+			SchedulerName:     s.SchedulerName,
+			Containers:        []v1.Container{c},
+			Tolerations:       s.Tolerations,
+			NodeSelector:      s.NodeSelector,
+			PriorityClassName: s.PriorityClassName,
 		},
 	}
 }
