@@ -82,7 +82,7 @@ image: ## Build the container image (needs a Docker engine; the build command is
 ##@ Test
 
 .PHONY: test
-test: test-unit test-integration ## Run unit and integration tests (the README's test command).
+test: test-unit test-integration test-bench-smoke ## Run unit, integration and benchmark smoke tests (the README's test command).
 
 .PHONY: test-unit
 test-unit: ## Run unit tests with the race detector.
@@ -91,6 +91,13 @@ test-unit: ## Run unit tests with the race detector.
 .PHONY: test-integration
 test-integration: build envtest-bin $(KUSTOMIZE) ## Run the envtest integration suites (real kube-apiserver and etcd; the deploy suite runs bin/scheduler and kustomize).
 	BERTH_SCHEDULER_BIN=$(BIN)/scheduler KUSTOMIZE=$(KUSTOMIZE) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
+
+.PHONY: test-bench-smoke
+test-bench-smoke: envtest-bin ## Run the scheduler_perf benchmark once at 100 nodes / 200 pods, every profile: it fails unless every pod is scheduled.
+	cd test/bench && PATH="$(ENVTEST_DIR):$$PATH" $(GO) test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x \
+		-perf-scheduling-label-filter smoke -data-items-dir $(BIN)/bench/smoke . > $(BIN)/bench-smoke.log 2>&1 \
+		|| { tail -100 $(BIN)/bench-smoke.log; exit 1; }
+	@grep -E '^(ok|PASS|BenchmarkPerfScheduling/[^ ]+)' $(BIN)/bench-smoke.log | cut -c1-90
 
 .PHONY: demo
 demo: ## Run the local sandbox: a control plane, Berth, demo workloads, and a table of decisions.
@@ -104,6 +111,32 @@ demo: ## Run the local sandbox: a control plane, Berth, demo workloads, and a ta
 race-report: build envtest-bin ## Measure overcommitted nodes with two schedulers racing, DefaultBinder vs ConfirmBinder (ROUNDS=5).
 	$(GO) build -o $(BIN)/berth-race ./hack/race
 	$(BIN)/berth-race --scheduler $(BIN)/scheduler --assets $(ENVTEST_DIR) --rounds $(or $(ROUNDS),5)
+
+##@ Benchmarks
+
+BENCH_COUNT ?= 5
+BENCH_DIR = $(BIN)/bench
+# Runs the harness BENCH_COUNT rounds of every profile at one size, then the
+# plugins' micro-benchmarks, then writes docs/benchmarks.md from all sizes
+# measured so far (bin/bench/<size>).
+define run-bench
+	rm -rf $(BENCH_DIR)/$(1) && mkdir -p $(BENCH_DIR)/$(1)
+	cd test/bench && PATH="$(ENVTEST_DIR):$$PATH" $(GO) test -count=$(BENCH_COUNT) -timeout 600m -run '^$$' -bench . -benchtime 1x \
+		-perf-scheduling-label-filter $(1) -data-items-dir $(BENCH_DIR)/$(1) . > $(BENCH_DIR)/$(1).log 2>&1 \
+		|| { tail -100 $(BENCH_DIR)/$(1).log; exit 1; }
+	$(GO) test -count=3 -run '^$$' -bench . -benchmem -benchtime 20000x ./pkg/plugins/... | tee $(BENCH_DIR)/micro.txt
+	$(GO) run ./hack/benchreport -data $(BENCH_DIR)/quick,$(BENCH_DIR)/full -micro $(BENCH_DIR)/micro.txt -out docs/benchmarks.md \
+		-k8s $(K8S_VERSION) -command "make bench / make bench-full (BENCH_COUNT=$(BENCH_COUNT))"
+	@echo ">> wrote docs/benchmarks.md"
+endef
+
+.PHONY: bench
+bench: envtest-bin ## Benchmark every profile on scheduler_perf, 500 nodes / 1,000 pods, BENCH_COUNT rounds; write docs/benchmarks.md.
+	$(call run-bench,quick)
+
+.PHONY: bench-full
+bench-full: envtest-bin ## Same at 5,000 nodes / 10,000 pods (about 2 min per profile and round on 2 cores).
+	$(call run-bench,full)
 
 ##@ Development
 

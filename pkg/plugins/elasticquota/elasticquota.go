@@ -218,7 +218,17 @@ func sharedFor(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 		return nil, fmt.Errorf("ElasticQuota: the ElasticQuota informer did not sync within %s (can the scheduler list and watch elasticquotas.scheduling.x-k8s.io?)", crdSyncTimeout)
 	}
 	go wait.UntilWithContext(ctx, sh.writeStatus, args.StatusUpdateInterval.Duration)
-	states[h.ClientSet()] = sh
+	key := h.ClientSet()
+	states[key] = sh
+	go func() {
+		// The scheduler is gone (a test, a benchmark run): so is its state.
+		<-ctx.Done()
+		sharedMu.Lock()
+		defer sharedMu.Unlock()
+		if states[key] == sh {
+			delete(states, key)
+		}
+	}()
 	return sh, nil
 }
 
