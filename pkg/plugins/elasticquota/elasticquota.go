@@ -67,6 +67,7 @@ var (
 	_ fwk.PostFilterPlugin  = &ElasticQuota{}
 	_ fwk.ReservePlugin     = &ElasticQuota{}
 	_ fwk.EnqueueExtensions = &ElasticQuota{}
+	_ fwk.SignPlugin        = &ElasticQuota{}
 	_ preemption.Interface  = &ElasticQuota{}
 )
 
@@ -290,6 +291,14 @@ func (pl *ElasticQuota) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		klog.FromContext(ctx).V(4).Info("ElasticQuota refused pod", "pod", klog.KObj(pod), "reason", d.msg)
 		return nil, d.status()
 	}
+	return nil, nil
+}
+
+// SignPod adds nothing to the pod's signature and never refuses it: the
+// quota admits or refuses a pod as a whole in PreFilter, which runs for every
+// pod, batched or not, and it changes neither which nodes fit nor their
+// scores. So opportunistic batching stays on for profiles with ElasticQuota.
+func (pl *ElasticQuota) SignPod(context.Context, *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	return nil, nil
 }
 

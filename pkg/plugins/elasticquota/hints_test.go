@@ -81,3 +81,11 @@ func TestCheckCRD(t *testing.T) {
 		t.Errorf("error %q does not say %q", got, want)
 	}
 }
+
+func TestSignPod(t *testing.T) {
+	pl := &ElasticQuota{}
+	frags, st := pl.SignPod(t.Context(), pod("a", "p", "1", 0, ""))
+	if !st.IsSuccess() || len(frags) != 0 {
+		t.Errorf("SignPod = %v, %v; want no fragment and success, so batching stays on", frags, st)
+	}
+}
