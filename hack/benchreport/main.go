@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -111,8 +110,18 @@ func readRounds(dirs string) ([]round, error) {
 		if err := json.Unmarshal(raw, &d); err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		r := round{}
-		get := func(profile, workload string) *sample {
+		// A file is one harness run; if it ran a workload several times
+		// (go test -count), its k-th run of each workload is round k.
+		var fileRounds []round
+		seen := map[string]int{}
+		get := func(profile, workload, metric string) *sample {
+			k := profile + "/" + workload + "/" + metric
+			idx := seen[k]
+			seen[k]++
+			for len(fileRounds) <= idx {
+				fileRounds = append(fileRounds, round{})
+			}
+			r := fileRounds[idx]
 			if r[profile] == nil {
 				r[profile] = map[string]*sample{}
 			}
@@ -128,21 +137,19 @@ func readRounds(dirs string) ([]round, error) {
 			if m == nil || len(it.Data) == 0 {
 				continue
 			}
-			s := get(m[1], m[2])
-			switch it.Labels["Metric"] {
+			switch metric := it.Labels["Metric"]; metric {
 			case "SchedulingThroughput":
-				s.throughput = it.Data
+				get(m[1], m[2], metric).throughput = it.Data
 			case "heap_memory_usage":
-				s.heapMaxMB = it.Data["Max"]
+				get(m[1], m[2], metric).heapMaxMB = it.Data["Max"]
 			case "scheduler_plugin_execution_duration_seconds":
-				if slices.Contains(berthPlugins, it.Labels["plugin"]) {
-					s.plugins[it.Labels["plugin"]+"/"+it.Labels["extension_point"]] = it.Data
+				if p := it.Labels["plugin"]; slices.Contains(berthPlugins, p) {
+					key := p + "/" + it.Labels["extension_point"]
+					get(m[1], m[2], metric+key).plugins[key] = it.Data
 				}
 			}
 		}
-		if len(r) > 0 {
-			rounds = append(rounds, r)
-		}
+		rounds = append(rounds, fileRounds...)
 	}
 	return rounds, nil
 }
@@ -327,7 +334,7 @@ func writeMicro(b *strings.Builder, path string) error {
 			}
 		}
 	}
-	if err := sc.Err(); err != nil && err != io.EOF {
+	if err := sc.Err(); err != nil {
 		return err
 	}
 	fmt.Fprintln(b, "## Plugin micro-benchmarks")

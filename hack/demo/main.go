@@ -98,6 +98,12 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 	if err := createQuotas(ctx, env); err != nil {
 		return err
 	}
+	if err := createClaim(ctx, c); err != nil {
+		return err
+	}
+	step("playing the volume provisioner for claim %s, and another scheduler that binds %s meanwhile", cbClaim, cbIntruder)
+	provisioned := make(chan error, 1)
+	go func() { provisioned <- provision(ctx, c) }()
 	step("playing the kubelet: pods being deleted (preemption victims) are removed at once")
 	go wait.UntilWithContext(ctx, func(ctx context.Context) { reapTerminating(ctx, c) }, 200*time.Millisecond)
 
@@ -105,7 +111,7 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 	for phase := 0; phase <= lastPhase(); phase++ {
 		var created int
 		for _, p := range demoPods {
-			if p.phase == phase {
+			if p.phase == phase && !p.external {
 				if _, err := framework.CreatePod(ctx, c, p.spec); err != nil {
 					return err
 				}
@@ -116,6 +122,9 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 		if results, err = waitForOutcomes(ctx, c, phase, timeout); err != nil {
 			return fmt.Errorf("%w (scheduler log: %s)", err, logPath)
 		}
+	}
+	if err := <-provisioned; err != nil {
+		return fmt.Errorf("provisioning %s: %w", cbClaim, err)
 	}
 	unexpected := printTable(results)
 
@@ -167,6 +176,9 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 			results[i] = outcome{pod: p}
 			pod, err := c.CoreV1().Pods(p.spec.Namespace).Get(ctx, p.spec.Name, metav1.GetOptions{})
 			switch {
+			case apierrors.IsNotFound(err) && p.external:
+				all = false // not created yet
+				continue
 			case apierrors.IsNotFound(err):
 				results[i].preempted = true
 				done[i] = true
@@ -175,8 +187,19 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 				return false, err
 			}
 			results[i].node = pod.Spec.NodeName
+			if pod.Spec.NodeName != "" && p.showEvent != "" {
+				events, err := framework.EventsFor(ctx, c, p.spec.Namespace, p.spec.Name, p.showEvent)()
+				if err != nil {
+					return false, err
+				}
+				if len(events) == 0 {
+					all = false
+					continue
+				}
+				results[i].message = latest(events).Message
+			}
 			if pod.Spec.NodeName != "" {
-				done[i] = !(final && p.expectPreempted)
+				done[i] = !final || !p.expectPreempted
 				all = all && done[i]
 				continue
 			}
@@ -269,6 +292,8 @@ func printTable(results []outcome) int {
 		case node == "":
 			node = "<pending>"
 			why = r.pod.why + ": " + r.message
+		case r.message != "":
+			why = r.pod.why + ": " + r.pod.showEvent + ": " + r.message
 		}
 		ok := "yes"
 		switch {

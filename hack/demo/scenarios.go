@@ -19,6 +19,9 @@ var demoNodes = []framework.NodeSpec{
 	// LoadAware's nodes, tainted so that only its scenario's pods land there.
 	{Name: "busy-1", CPU: "8", Memory: "16Gi", Taints: []v1.Taint{loadAwareTaint}, Labels: loadAwareNodes, Annotations: usage("7500m", "4Gi")},
 	{Name: "quiet-1", CPU: "4", Memory: "8Gi", Taints: []v1.Taint{loadAwareTaint}, Labels: loadAwareNodes, Annotations: usage("500m", "1Gi")},
+	// ConfirmBinder's nodes: cb-1 is the roomier, the scheduler's first choice.
+	{Name: "cb-1", CPU: "4", Memory: "8Gi", Taints: []v1.Taint{cbTaint}, Labels: cbNodes},
+	{Name: "cb-2", CPU: "2", Memory: "8Gi", Taints: []v1.Taint{cbTaint}, Labels: cbNodes},
 	// ElasticQuota's node: 4 CPU shared by two teams.
 	{Name: "shared-1", CPU: "4", Memory: "16Gi", Taints: []v1.Taint{quotaTaint}, Labels: quotaNodes},
 }
@@ -64,7 +67,12 @@ type demoPod struct {
 	expectNode string // "" means it should stay Pending (or be preempted)
 	// expectPreempted: the pod is placed, then preempted in a later phase.
 	expectPreempted bool
-	why             string
+	// external: created by the demo's stand-in for another component, not
+	// by the demo's pod loop.
+	external bool
+	// showEvent: the latest message of events with this reason is shown.
+	showEvent string
+	why       string
 }
 
 const ns = "default"
@@ -96,6 +104,15 @@ var demoPods = []demoPod{
 	{scenario: "loadaware", spec: framework.PodSpec{Namespace: ns, Name: "etl-big", SchedulerName: "berth-loadaware", CPU: "2500m", Memory: "1Gi",
 		Tolerations: loadAwareToleration, NodeSelector: loadAwareNodes},
 		why: "fits both nodes by requests, but would push either over the 80% CPU usage threshold (quiet-1 counts etl, placed after its sample)"},
+
+	// ConfirmBinder: another scheduler binds a pod to the chosen node while
+	// the scheduler waits for the pod's volume; the confirmation catches it.
+	{scenario: "confirmbinder", spec: framework.PodSpec{Namespace: ns, Name: "cb-web", SchedulerName: "berth-confirmbinder", CPU: "2", Memory: "1Gi",
+		Tolerations: cbToleration, NodeSelector: cbNodes, Claim: cbClaim},
+		expectNode: "cb-2", showEvent: "BindConflict",
+		why: "chose cb-1; cb-intruder was bound there meanwhile, so ConfirmBinder refused the binding and the next cycle chose cb-2"},
+	{scenario: "confirmbinder", spec: framework.PodSpec{Namespace: ns, Name: cbIntruder, SchedulerName: "other-scheduler"}, external: true,
+		expectNode: "cb-1", why: "bound through the API by the demo, as another scheduler would, while cb-web waited for its volume"},
 
 	// ElasticQuota: team-a borrows team-b's idle share up to its max, and
 	// gives it back by preemption when team-b needs its min.

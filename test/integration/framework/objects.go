@@ -80,6 +80,8 @@ type PodSpec struct {
 	HostPort      int32
 	// PriorityClassName names an existing PriorityClass.
 	PriorityClassName string
+	// Claim mounts this PersistentVolumeClaim at /data.
+	Claim string
 }
 
 // MakePod builds a pod (not yet created). The container never runs: envtest
@@ -99,6 +101,13 @@ func MakePod(s PodSpec) *v1.Pod {
 	if s.HostPort != 0 {
 		c.Ports = []v1.ContainerPort{{ContainerPort: 8080, HostPort: s.HostPort, Protocol: v1.ProtocolTCP}}
 	}
+	var volumes []v1.Volume
+	if s.Claim != "" {
+		c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{
+			PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: s.Claim},
+		}}}
+	}
 	ns := s.Namespace
 	if ns == "" {
 		ns = metav1.NamespaceDefault
@@ -111,6 +120,7 @@ func MakePod(s PodSpec) *v1.Pod {
 			Tolerations:       s.Tolerations,
 			NodeSelector:      s.NodeSelector,
 			PriorityClassName: s.PriorityClassName,
+			Volumes:           volumes,
 		},
 	}
 }
