@@ -98,7 +98,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, errs.ToAggregate()
 	}
 	registerMetrics()
-	pl := &CELPolicy{env: env, rules: rules, cache: newNodeCache(), counters: make([]ruleCounters, len(rules))}
+	pl := &CELPolicy{env: env, rules: rules, counters: make([]ruleCounters, len(rules))}
 	for i, r := range rules {
 		policy := string(config.CELFailurePolicyFail)
 		if r.ignoreErrors {
@@ -113,6 +113,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		pl.needNode = pl.needNode || r.filter.readsNode() || r.score.readsNode()
 		pl.needNodeInfo = pl.needNodeInfo || r.filter.readsNodeInfo() || r.score.readsNodeInfo()
 	}
+	pl.cache = newNodeCache(!pl.needNodeInfo)
 	if h != nil && h.SharedInformerFactory() != nil {
 		// Forget deleted nodes so that the cache does not grow with node churn.
 		_, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -301,11 +302,12 @@ func getPreFilterState(state fwk.CycleState) (*preFilterState, error) {
 // evaluated here, once per node generation for all pods.
 func (pl *CELPolicy) nodeStateFor(logger klog.Logger, ni fwk.NodeInfo) *nodeState {
 	node := ni.Node()
-	if s := pl.cache.get(node.Name, ni.GetGeneration()); s != nil {
+	if s := pl.cache.get(node.Name, ni.GetGeneration(), node); s != nil {
 		return s
 	}
 	s := &nodeState{
 		generation: ni.GetGeneration(),
+		nodeObj:    node,
 		filter:     make([]outcome, len(pl.rules)),
 		score:      make([]float64, len(pl.rules)),
 		scoreOK:    make([]outcome, len(pl.rules)),

@@ -231,6 +231,32 @@ func TestNodeCacheFollowsGeneration(t *testing.T) {
 	}
 }
 
+// Without nodeInfo rules a node's state depends on its Node object only: a
+// pod landing on the node (a new generation) costs no rebuild, a new Node
+// object (an update) does.
+func TestNodeCacheFollowsNodeObject(t *testing.T) {
+	pl := newPlugin(t, config.CELPolicyRule{Name: "spot-only", Filter: "node.metadata.labels['lifecycle'] == 'spot'"})
+	node := spotNode.DeepCopy()
+	ni := nodeInfo(node)
+	if s := filterResult(t, pl, batchPod, ni); !s.IsSuccess() {
+		t.Fatalf("spot node rejected: %v", s)
+	}
+	built := pl.cache.nodes[node.Name]
+	ni.AddPod(st.MakePod().Name("p").Obj()) // moves the generation, same Node object
+	if s := filterResult(t, pl, batchPod, ni); !s.IsSuccess() {
+		t.Fatalf("after a pod was added: %v", s)
+	}
+	if pl.cache.nodes[node.Name] != built {
+		t.Errorf("state rebuilt although the Node object did not change")
+	}
+	updated := node.DeepCopy()
+	updated.Labels["lifecycle"] = "on-demand"
+	ni.SetNode(updated)
+	if s := filterResult(t, pl, batchPod, ni); s.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Errorf("after the node was relabelled: %v, want UnschedulableAndUnresolvable", s)
+	}
+}
+
 func TestNewRejectsBadRules(t *testing.T) {
 	ok := config.CELPolicyRule{Name: "ok", Filter: "true"}
 	tests := []struct {

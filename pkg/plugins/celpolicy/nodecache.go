@@ -23,9 +23,12 @@ const (
 // nodeState is what CELPolicy knows of one node at one NodeInfo generation:
 // the CEL values of the node and its nodeInfo facts, and the outcome of every
 // expression that does not read the pod (the same for every pod). It is
-// immutable once built and replaced as a whole when the generation moves.
+// immutable once built and replaced as a whole when it goes stale.
 type nodeState struct {
 	generation int64
+	// nodeObj is the Node the state was built from. It is held, so its
+	// address cannot be reused while the state is cached.
+	nodeObj *v1.Node
 	node       ref.Val // nil unless a rule reads node
 	info       ref.Val // nil unless a rule reads nodeInfo
 	filter     []outcome
@@ -35,21 +38,27 @@ type nodeState struct {
 
 // nodeCache keeps one nodeState per node name. The scheduler snapshot gives
 // each NodeInfo a process-wide unique generation that moves whenever the node
-// or its pods change, so comparing it is the whole invalidation.
+// or its pods change, so comparing it invalidates whatever reads nodeInfo.
+// When no rule reads nodeInfo, the state depends on the Node object alone,
+// which the scheduler replaces (a new object) on every node update but keeps
+// while pods come and go: then the state is kept while the object is the
+// same, and a pod landing on the node costs no rebuild.
 type nodeCache struct {
 	mu    sync.RWMutex
 	nodes map[string]*nodeState
+	// byNode: no rule reads nodeInfo, so states are keyed by Node object.
+	byNode bool
 }
 
-func newNodeCache() *nodeCache {
-	return &nodeCache{nodes: map[string]*nodeState{}}
+func newNodeCache(byNode bool) *nodeCache {
+	return &nodeCache{nodes: map[string]*nodeState{}, byNode: byNode}
 }
 
-func (c *nodeCache) get(name string, generation int64) *nodeState {
+func (c *nodeCache) get(name string, generation int64, node *v1.Node) *nodeState {
 	c.mu.RLock()
 	s := c.nodes[name]
 	c.mu.RUnlock()
-	if s != nil && s.generation == generation {
+	if s != nil && (s.generation == generation || c.byNode && s.nodeObj == node) {
 		return s
 	}
 	return nil
