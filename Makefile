@@ -131,7 +131,7 @@ define run-bench
 		awk '/^BenchmarkPerfScheduling\// { for (i = 2; i <= NF; i++) if ($$i == "SchedulingThroughput/Average") print "   " $$1 ": " $$(i-1) " pods/s" }' $(BENCH_DIR)/$(1)-$$round.log; \
 	done
 	$(GO) test -count=3 -run '^$$' -bench . -benchmem ./pkg/plugins/... | tee $(BENCH_DIR)/micro.txt
-	$(GO) run ./hack/benchreport -data $(BENCH_DIR)/quick,$(BENCH_DIR)/full -micro $(BENCH_DIR)/micro.txt -out docs/benchmarks.md \
+	$(GO) run ./hack/benchreport -data $(BENCH_DIR)/quick,$(BENCH_DIR)/full -micro $(BENCH_DIR)/micro.txt -notes docs/benchmarks-analysis.md -out docs/benchmarks.md \
 		-k8s $(K8S_VERSION) -command "make bench / make bench-full (BENCH_COUNT=$(BENCH_COUNT))"
 	@echo ">> wrote docs/benchmarks.md"
 endef

@@ -49,14 +49,15 @@ func main() {
 	out := flag.String("out", "docs/benchmarks.md", "the document to write")
 	command := flag.String("command", "", "the command that produced the data, quoted in the document")
 	k8s := flag.String("k8s", "", "the Kubernetes version Berth is built on")
+	notes := flag.String("notes", "", "a hand-written analysis appended under its own heading (optional)")
 	flag.Parse()
-	if err := run(*dataDir, *micro, *out, *command, *k8s); err != nil {
+	if err := run(*dataDir, *micro, *out, *command, *k8s, *notes); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dataDir, micro, out, command, k8s string) error {
+func run(dataDir, micro, out, command, k8s, notes string) error {
 	rounds, err := readRounds(dataDir)
 	if err != nil {
 		return err
@@ -81,6 +82,13 @@ func run(dataDir, micro, out, command, k8s string) error {
 		if err := writeMicro(&b, micro); err != nil {
 			return err
 		}
+	}
+	if notes != "" {
+		raw, err := os.ReadFile(notes)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "## Analysis\n\nWritten by hand from profiles and the data above (from %s), not generated.\n\n%s", notes, raw)
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
