@@ -29,11 +29,11 @@ type nodeState struct {
 	// nodeObj is the Node the state was built from. It is held, so its
 	// address cannot be reused while the state is cached.
 	nodeObj *v1.Node
-	node       ref.Val // nil unless a rule reads node
-	info       ref.Val // nil unless a rule reads nodeInfo
-	filter     []outcome
-	score      []float64 // valid where scoreOK says outcomePass
-	scoreOK    []outcome
+	node    ref.Val // nil unless a rule reads node
+	info    ref.Val // nil unless a rule reads nodeInfo
+	filter  []outcome
+	score   []float64 // valid where scoreOK says outcomePass
+	scoreOK []outcome
 }
 
 // nodeCache keeps one nodeState per node name. The scheduler snapshot gives
