@@ -319,7 +319,9 @@ func (pl *ElasticQuota) RemovePod(_ context.Context, state fwk.CycleState, _ *v1
 func (pl *ElasticQuota) adjust(state fwk.CycleState, other *v1.Pod, sign int64) *fwk.Status {
 	s, err := readState(state)
 	if err != nil {
-		return fwk.AsStatus(err)
+		// ElasticQuota's PreFilter did not run (another plugin rejected the
+		// pod first) and another PostFilter simulates: nothing to adjust.
+		return nil
 	}
 	s.adjust(other.Namespace, podRequest(other), pl.shared.mgr.hasQuota(other.Namespace), sign)
 	return nil

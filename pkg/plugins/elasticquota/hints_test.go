@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2/ktesting"
@@ -87,5 +90,23 @@ func TestSignPod(t *testing.T) {
 	frags, st := pl.SignPod(t.Context(), pod("a", "p", "1", 0, ""))
 	if !st.IsSuccess() || len(frags) != 0 {
 		t.Errorf("SignPod = %v, %v; want no fragment and success, so batching stays on", frags, st)
+	}
+}
+
+// PostFilter runs even when another PreFilter plugin rejected the pod before
+// ElasticQuota's PreFilter ran: it must take the quota arithmetic itself.
+func TestPostFilterWithoutPreFilterState(t *testing.T) {
+	nodes := []*v1.Node{node("n1", "2")}
+	pl, _, _ := newTestPlugin(t, nodes, []*v1.Pod{pod("a", "a-low", "2", 0, "n1")},
+		eq("a", rl("cpu", "2"), rl("cpu", "8")))
+	state := framework.NewCycleState()
+	// The evaluator then looks the pod up in the cluster (not there: "not
+	// found"); what matters is that ElasticQuota did not fail on its state.
+	_, st := pl.PostFilter(t.Context(), state, pod("a", "p", "2", 10, ""), framework.NewDefaultNodeToStatus())
+	if strings.Contains(st.Message(), string(stateKey)) {
+		t.Fatalf("PostFilter without PreFilter state: %v", st)
+	}
+	if _, err := readState(state); err != nil {
+		t.Errorf("PostFilter did not record the quota arithmetic: %v", err)
 	}
 }

@@ -25,7 +25,11 @@ const (
 func (pl *ElasticQuota) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	s, err := readState(state)
 	if err != nil {
-		return nil, fwk.AsStatus(err)
+		// Another PreFilter plugin rejected the pod before ElasticQuota's
+		// ran (the framework stops at the first rejection): take the quota
+		// arithmetic now, for the victim selection.
+		s = pl.shared.mgr.snapshot(pod, podRequest(pod), corev1helpers.PodPriority(pod))
+		state.Write(stateKey, s)
 	}
 	kind := kindNoQuota
 	switch {
