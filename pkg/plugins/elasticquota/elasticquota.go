@@ -363,7 +363,18 @@ func (pl *ElasticQuota) EventsToRegister(_ context.Context) ([]fwk.ClusterEventW
 // own namespace's quota sets its limits, any other's min changes what can be
 // borrowed. Updates of status alone (ours, every few seconds) are skipped.
 func (pl *ElasticQuota) isSchedulableAfterQuotaChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	if oldObj == nil || newObj == nil {
+	switch {
+	case oldObj == nil && newObj != nil:
+		if n, err := toElasticQuota(newObj); err == nil {
+			pl.shared.applyEvent(n, false)
+		}
+		return fwk.Queue, nil
+	case newObj == nil && oldObj != nil:
+		if o, err := toElasticQuota(oldObj); err == nil {
+			pl.shared.applyEvent(o, true)
+		}
+		return fwk.Queue, nil
+	case oldObj == nil:
 		return fwk.Queue, nil
 	}
 	o, err := toElasticQuota(oldObj)
@@ -377,8 +388,36 @@ func (pl *ElasticQuota) isSchedulableAfterQuotaChange(logger klog.Logger, pod *v
 	if apiequality.Semantic.DeepEqual(o.Spec, n.Spec) {
 		return fwk.QueueSkip, nil
 	}
+	pl.shared.applyEvent(n, false)
 	logger.V(5).Info("ElasticQuota spec changed", "pod", klog.KObj(pod), "quota", klog.KObj(n))
 	return fwk.Queue, nil
+}
+
+// applyEvent brings the quota state up to date with a quota event the
+// scheduler's own (dynamic) informer delivered, before the pods it requeues
+// are scheduled again: ElasticQuota's informer may not have seen it yet, and
+// a pod admitted by the change but checked against the old quota would wait
+// for the next event. Only the namespace's governing quota (or a first one)
+// is applied; ElasticQuota's informer settles anything else.
+func (sh *shared) applyEvent(eq *schedv1alpha1.ElasticQuota, deleted bool) {
+	if sh == nil || sh.mgr == nil {
+		return
+	}
+	m := sh.mgr
+	m.mu.RLock()
+	cur := m.quotas[eq.Namespace]
+	m.mu.RUnlock()
+	switch {
+	case deleted:
+		if cur != nil && cur.name == eq.Name {
+			m.setQuota(eq.Namespace, nil)
+		}
+	case cur == nil || cur.name == eq.Name:
+		q := newQuota(eq, sets.New(sh.args.Resources...))
+		if cur == nil || !equalVec(cur.min, q.min) || !equalVec(cur.max, q.max) {
+			m.setQuota(eq.Namespace, q)
+		}
+	}
 }
 
 // isSchedulableAfterPodDeletion queues when the deleted pod counted against a

@@ -36,22 +36,30 @@ func TestQueueingHints(t *testing.T) {
 	statusOnly.Status.Used = rl("cpu", "2")
 	grown := old.DeepCopy()
 	grown.Spec.Min = rl("cpu", "6")
+	// The hint also applies the change at once (wantTotalMin): the
+	// scheduler's informer may deliver it before ElasticQuota's own, and the
+	// requeued pod must not be checked against the old quota.
 	for _, tc := range []struct {
-		name     string
-		old, new any
-		want     fwk.QueueingHint
+		name         string
+		old, new     any
+		want         fwk.QueueingHint
+		wantTotalMin int64
 	}{
-		{"quota created", nil, unstructuredEQ(t, old), fwk.Queue},
-		{"status written (unstructured, as the scheduler's dynamic informer hands it)", unstructuredEQ(t, old), unstructuredEQ(t, statusOnly), fwk.QueueSkip},
-		{"min grown elsewhere: more to borrow", unstructuredEQ(t, old), unstructuredEQ(t, grown), fwk.Queue},
-		{"typed objects", old, grown, fwk.Queue},
-		{"quota deleted", unstructuredEQ(t, old), nil, fwk.Queue},
+		{"quota created", nil, unstructuredEQ(t, old), fwk.Queue, 8000},
+		{"status written (unstructured, as the scheduler's dynamic informer hands it)", unstructuredEQ(t, old), unstructuredEQ(t, statusOnly), fwk.QueueSkip, 8000},
+		{"min grown elsewhere: more to borrow", unstructuredEQ(t, old), unstructuredEQ(t, grown), fwk.Queue, 10000},
+		{"typed objects", grown, old, fwk.Queue, 8000},
+		{"quota deleted", unstructuredEQ(t, old), nil, fwk.Queue, 4000},
 	} {
 		got, err := pl.isSchedulableAfterQuotaChange(logger, waiting, tc.old, tc.new)
 		if err != nil || got != tc.want {
 			t.Errorf("%s: got %v, %v; want %v", tc.name, got, err, tc.want)
 		}
+		if m.totalMin[v1.ResourceCPU] != tc.wantTotalMin {
+			t.Errorf("%s: total min %dm, want %dm", tc.name, m.totalMin[v1.ResourceCPU], tc.wantTotalMin)
+		}
 	}
+	m.setQuota("b", newQuota(eq("b", rl("cpu", "4"), nil), nil))
 
 	for _, tc := range []struct {
 		name    string
