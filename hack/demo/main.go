@@ -105,7 +105,7 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 	provisioned := make(chan error, 1)
 	go func() { provisioned <- provision(ctx, c) }()
 	step("playing the kubelet: pods being deleted (preemption victims) are removed at once")
-	go wait.UntilWithContext(ctx, func(ctx context.Context) { reapTerminating(ctx, c) }, 200*time.Millisecond)
+	go framework.PlayKubelet(ctx, c)
 
 	var results []outcome
 	for phase := 0; phase <= lastPhase(); phase++ {
@@ -251,20 +251,6 @@ func createQuotas(ctx context.Context, env *framework.Env) error {
 		}
 	}
 	return nil
-}
-
-// reapTerminating removes pods being deleted, as kubelets would once their
-// containers stopped: no kubelet runs here.
-func reapTerminating(ctx context.Context, c kubernetes.Interface) {
-	pods, err := c.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return
-	}
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil {
-			_ = c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, *metav1.NewDeleteOptions(0))
-		}
-	}
 }
 
 func latest(events []v1.Event) v1.Event {

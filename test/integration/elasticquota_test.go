@@ -10,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
@@ -64,25 +63,12 @@ func boundCPU(ctx SpecContext, ns string) func() (int64, error) {
 	}
 }
 
-// playKubelet force-deletes pods being deleted in the namespaces, as a kubelet
-// would once their containers stopped (no kubelet runs in envtest, and
-// preemption deletes victims gracefully).
+// playKubelet plays the kubelet for the namespaces until the spec ends
+// (preemption deletes victims gracefully).
 func playKubelet(namespaces ...string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel)
-	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		for _, ns := range namespaces {
-			pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				continue
-			}
-			for _, p := range pods.Items {
-				if p.DeletionTimestamp != nil {
-					_ = env.Client.CoreV1().Pods(ns).Delete(ctx, p.Name, *metav1.NewDeleteOptions(0))
-				}
-			}
-		}
-	}, 200*time.Millisecond)
+	go framework.PlayKubelet(ctx, env.Client, namespaces...)
 }
 
 func statusUsedCPU(ctx SpecContext, c versioned.Interface, ns string) func() (string, error) {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -414,7 +415,7 @@ func (sh *shared) applyEvent(eq *schedv1alpha1.ElasticQuota, deleted bool) {
 		}
 	case cur == nil || cur.name == eq.Name:
 		q := newQuota(eq, sets.New(sh.args.Resources...))
-		if cur == nil || !equalVec(cur.min, q.min) || !equalVec(cur.max, q.max) {
+		if cur == nil || !maps.Equal(cur.min, q.min) || !maps.Equal(cur.max, q.max) {
 			m.setQuota(eq.Namespace, q)
 		}
 	}

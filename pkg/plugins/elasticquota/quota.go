@@ -1,6 +1,7 @@
 package elasticquota
 
 import (
+	"maps"
 	"sort"
 	"sync"
 
@@ -229,7 +230,7 @@ func (m *manager) observe(pod *v1.Pod) {
 	leaving := pod.DeletionTimestamp != nil
 	if e := m.pods[pod.UID]; e != nil {
 		e.assumed = false
-		if e.leaving == leaving && equalVec(e.req, req) {
+		if e.leaving == leaving && maps.Equal(e.req, req) {
 			return
 		}
 		m.countLocked(e, -1) // resized in place, or being deleted
@@ -313,16 +314,4 @@ func (m *manager) quotaNamespaces() []string {
 		out = append(out, ns)
 	}
 	return out
-}
-
-func equalVec(a, b vec) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }

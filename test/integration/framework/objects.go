@@ -3,11 +3,13 @@ package framework
 import (
 	"context"
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -170,4 +172,27 @@ func EventMessages(events []v1.Event) []string {
 // Namespace builds a namespace with a generated name.
 func Namespace(prefix string) *v1.Namespace {
 	return &v1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}
+}
+
+// PlayKubelet removes pods being deleted in the namespaces (all, if none is
+// given) every 200ms until ctx ends, as kubelets would once the containers
+// stopped: no kubelet runs on envtest, so a gracefully deleted pod — a
+// preemption victim, say — would otherwise stay Terminating for ever.
+func PlayKubelet(ctx context.Context, c kubernetes.Interface, namespaces ...string) {
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for _, ns := range namespaces {
+			pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				continue
+			}
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp != nil {
+					_ = c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, *metav1.NewDeleteOptions(0))
+				}
+			}
+		}
+	}, 200*time.Millisecond)
 }
