@@ -149,11 +149,20 @@ var _ = Describe("ElasticQuota", Serial, func() {
 		Eventually(framework.NodeNameOf(ctx, env.Client, a, "a-borrow-0"), 15*time.Second).Should(Equal("eq-b-1"))
 	})
 
-	It("leaves pods of a namespace without a quota alone", func(ctx SpecContext) {
-		ns := newNamespace(ctx, "eq-none")
-		createNodes(ctx, framework.NodeSpec{Name: "eq-n-1", CPU: "2", Memory: "4Gi"})
-		createPods(ctx, ns, "free", 2)
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "free-0")).Should(Equal("eq-n-1"))
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "free-1")).Should(Equal("eq-n-1"))
+	It("leaves pods of a namespace without a quota alone, while it holds back a quota'd namespace on the same node", func(ctx SpecContext) {
+		// The quota'd namespace proves ElasticQuota is on in this profile: a
+		// spec that passes with the plugin switched off proves nothing.
+		ns, quotaed := newNamespace(ctx, "eq-none"), newNamespace(ctx, "eq-none-q")
+		createQuota(ctx, eqClient, quotaed, "1")
+		createNodes(ctx, framework.NodeSpec{Name: "eq-n-1", CPU: "8", Memory: "16Gi"})
+		createPods(ctx, quotaed, "q", 2)
+		Eventually(framework.NodeNameOf(ctx, env.Client, quotaed, "q-0")).Should(Equal("eq-n-1"))
+		Eventually(framework.EventsFor(ctx, env.Client, quotaed, "q-1", "FailedScheduling")).Should(ContainElement(
+			HaveField("Message", ContainSubstring("not enough unused min to borrow"))))
+		createPods(ctx, ns, "free", 3)
+		for _, p := range []string{"free-0", "free-1", "free-2"} {
+			Eventually(framework.NodeNameOf(ctx, env.Client, ns, p)).Should(Equal("eq-n-1"))
+		}
+		Expect(framework.NodeNameOf(ctx, env.Client, quotaed, "q-1")()).To(BeEmpty(), "the quota'd pod is still held although the node has room")
 	})
 })

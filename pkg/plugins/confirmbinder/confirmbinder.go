@@ -13,18 +13,25 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"k8s.io/kubernetes/pkg/features"
+	"k8s.io/kubernetes/pkg/scheduler"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeports"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/berth-scheduler/berth/apis/config"
@@ -36,6 +43,8 @@ const (
 	Name = "ConfirmBinder"
 
 	reserveStateKey = "Reserve" + Name
+
+	reasonNodeDeleted = "node-deleted"
 
 	// EventReasonBindConflict is the reason of the event on a pod whose
 	// binding was refused because the node no longer fits it.
@@ -54,12 +63,92 @@ type ConfirmBinder struct {
 	// comparisonOperators follows the TaintTolerationComparisonOperators gate, as TaintToleration does.
 	comparisonOperators bool
 
-	// nodeLocks serialise confirm-then-bind per node, so parallel binding
-	// cycles for one node see each other.
-	nodeLocks sync.Map // node name -> *sync.Mutex
+	// nodes is shared by every profile of the process.
+	nodes *nodeGate
+}
+
+// nodeGate serialises confirm-then-bind per node, so that parallel binding
+// cycles for one node see each other, and holds this scheduler's pods
+// reserved on a node and not yet bound. There is one per cluster client, that
+// is one per scheduler process: profiles bind to the same nodes.
+type nodeGate struct {
+	locks sync.Map // node name -> chan struct{} of capacity 1
 	// inFlight are this scheduler's pods reserved on a node and not yet bound.
 	inFlightMu sync.Mutex
 	inFlight   map[string]map[types.UID]*v1.Pod
+}
+
+var (
+	gatesMu sync.Mutex
+	gates   = map[kubernetes.Interface]*nodeGate{}
+)
+
+// gateFor returns the process's node gate for client, dropping it when ctx
+// (the scheduler's) ends.
+func gateFor(ctx context.Context, client kubernetes.Interface) *nodeGate {
+	gatesMu.Lock()
+	defer gatesMu.Unlock()
+	if g := gates[client]; g != nil {
+		return g
+	}
+	g := &nodeGate{inFlight: map[string]map[types.UID]*v1.Pod{}}
+	gates[client] = g
+	go func() {
+		<-ctx.Done()
+		gatesMu.Lock()
+		defer gatesMu.Unlock()
+		if gates[client] == g {
+			delete(gates, client)
+		}
+	}()
+	return g
+}
+
+// lock takes node's lock, giving up when ctx ends; the returned func releases it.
+func (g *nodeGate) lock(ctx context.Context, node string) (func(), error) {
+	v, ok := g.locks.Load(node)
+	if !ok {
+		v, _ = g.locks.LoadOrStore(node, make(chan struct{}, 1))
+	}
+	ch := v.(chan struct{})
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the node's confirmation lock: %w", context.Cause(ctx))
+	}
+}
+
+func (g *nodeGate) add(node string, pod *v1.Pod) {
+	g.inFlightMu.Lock()
+	defer g.inFlightMu.Unlock()
+	if g.inFlight[node] == nil {
+		g.inFlight[node] = map[types.UID]*v1.Pod{}
+	}
+	g.inFlight[node][pod.UID] = pod
+}
+
+func (g *nodeGate) forget(node string, pod *v1.Pod) {
+	g.inFlightMu.Lock()
+	defer g.inFlightMu.Unlock()
+	if m := g.inFlight[node]; m != nil {
+		delete(m, pod.UID)
+		if len(m) == 0 {
+			delete(g.inFlight, node)
+		}
+	}
+}
+
+// othersInFlight appends the pods reserved on node, other than pod and those listed.
+func (g *nodeGate) othersInFlight(node string, pod *v1.Pod, listed map[types.UID]bool, out []*v1.Pod) []*v1.Pod {
+	g.inFlightMu.Lock()
+	defer g.inFlightMu.Unlock()
+	for uid, p := range g.inFlight[node] {
+		if uid != pod.UID && !listed[uid] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 var (
@@ -95,14 +184,14 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		timeout:             args.ConfirmTimeout.Duration,
 		bindOnErr:           args.OnConfirmError == config.ConfirmErrorBind,
 		comparisonOperators: utilfeature.DefaultFeatureGate.Enabled(features.TaintTolerationComparisonOperators),
-		inFlight:            map[string]map[types.UID]*v1.Pod{},
+		nodes:               gateFor(ctx, h.ClientSet()),
 	}
 	if f := h.SharedInformerFactory(); f != nil {
 		// Forget the lock of a deleted node, so node churn does not grow the map.
 		if _, err := f.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			DeleteFunc: func(obj any) {
 				if n, _, err := schedutil.As[*v1.Node](obj, nil); err == nil {
-					pl.nodeLocks.Delete(n.Name)
+					pl.nodes.locks.Delete(n.Name)
 				}
 			},
 		}); err != nil {
@@ -129,12 +218,7 @@ func (pl *ConfirmBinder) Reserve(ctx context.Context, state fwk.CycleState, pod 
 		confirm = err != nil || pl.isTight(ni, pod)
 	}
 	state.Write(reserveStateKey, &reserveState{confirm: confirm})
-	pl.inFlightMu.Lock()
-	if pl.inFlight[nodeName] == nil {
-		pl.inFlight[nodeName] = map[types.UID]*v1.Pod{}
-	}
-	pl.inFlight[nodeName][pod.UID] = pod
-	pl.inFlightMu.Unlock()
+	pl.nodes.add(nodeName, pod)
 	return nil
 }
 
@@ -144,14 +228,7 @@ func (pl *ConfirmBinder) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.
 }
 
 func (pl *ConfirmBinder) forget(pod *v1.Pod, nodeName string) {
-	pl.inFlightMu.Lock()
-	if m := pl.inFlight[nodeName]; m != nil {
-		delete(m, pod.UID)
-		if len(m) == 0 {
-			delete(pl.inFlight, nodeName)
-		}
-	}
-	pl.inFlightMu.Unlock()
+	pl.nodes.forget(nodeName, pod)
 }
 
 // isTight reports whether, by the cache, some resource of the node would have
@@ -195,10 +272,19 @@ func (pl *ConfirmBinder) Bind(ctx context.Context, state fwk.CycleState, pod *v1
 
 	logger := klog.FromContext(ctx)
 	start := time.Now()
-	mu := pl.nodeLock(nodeName)
-	mu.Lock()
-	defer mu.Unlock()
-	c, err := pl.confirm(ctx, pod, nodeName)
+	// confirmTimeout bounds the whole confirmation, the wait for the node's
+	// lock included: with a slow API server, waits would otherwise pile up.
+	cctx, cancel := context.WithTimeout(ctx, pl.timeout)
+	defer cancel()
+	var c *conflict
+	unlock, err := pl.nodes.lock(cctx, nodeName)
+	if err == nil {
+		c, err = pl.confirm(cctx, pod, nodeName)
+		if c != nil && c.reason == reasonNodeDeleted {
+			defer pl.nodes.locks.Delete(nodeName) // a late cycle must not keep a deleted node's lock
+		}
+		defer unlock()
+	}
 	confirmDuration.Observe(time.Since(start).Seconds())
 	switch {
 	case err != nil:
@@ -223,14 +309,6 @@ func (pl *ConfirmBinder) Bind(ctx context.Context, state fwk.CycleState, pod *v1
 	return pl.binder.Bind(ctx, state, pod, nodeName)
 }
 
-func (pl *ConfirmBinder) nodeLock(node string) *sync.Mutex {
-	if mu, ok := pl.nodeLocks.Load(node); ok {
-		return mu.(*sync.Mutex)
-	}
-	mu, _ := pl.nodeLocks.LoadOrStore(node, &sync.Mutex{})
-	return mu.(*sync.Mutex)
-}
-
 // conflict is why the node cannot take the pod.
 type conflict struct {
 	reason  string // metric label
@@ -240,12 +318,10 @@ type conflict struct {
 // confirm reads the node and the pods bound to it from the API server and
 // checks that the pod still fits. It returns nil, nil when it does.
 func (pl *ConfirmBinder) confirm(ctx context.Context, pod *v1.Pod, nodeName string) (*conflict, error) {
-	ctx, cancel := context.WithTimeout(ctx, pl.timeout)
-	defer cancel()
 	client := pl.handle.ClientSet()
 	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return &conflict{reason: "node-deleted", message: "the node was deleted"}, nil
+		return &conflict{reason: reasonNodeDeleted, message: "the node was deleted"}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("getting node: %w", err)
@@ -279,59 +355,102 @@ func (pl *ConfirmBinder) confirm(ctx context.Context, pod *v1.Pod, nodeName stri
 		}
 	}
 	// This scheduler's pods reserved on the node but not bound yet count too.
-	pl.inFlightMu.Lock()
-	for uid, p := range pl.inFlight[nodeName] {
-		if uid != pod.UID && !listed[uid] {
-			others = append(others, p)
-		}
-	}
-	pl.inFlightMu.Unlock()
+	others = pl.nodes.othersInFlight(nodeName, pod, listed, others)
 	return fits(pod, node, others), nil
 }
 
-// fits checks the pod against the node's allocatable, its pod count and host
-// ports, with the kubelet's request math (init and sidecar containers, overhead).
+// fits checks the pod against the node exactly as the kubelet's admission
+// will: it drops the extended resources the node does not advertise and those
+// a DRA claim backs, then runs the scheduler's exported AdmissionCheck
+// (resources and pod count, required node affinity, node name, host ports) on
+// a NodeInfo built from the node's live pods, which counts them as the
+// scheduler and kubelet do (init and sidecar containers, overhead, and the
+// status resources of pods resized in place).
 func fits(pod *v1.Pod, node *v1.Node, others []*v1.Pod) *conflict {
-	used := v1.ResourceList{}
-	ports := fwk.HostPortInfo{}
-	for _, p := range others {
-		addTo(used, resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}))
-		for _, cp := range schedutil.GetHostPorts(p) {
-			ports.Add(cp.HostIP, string(cp.Protocol), cp.HostPort)
+	ni := framework.NewNodeInfo(others...)
+	ni.SetNode(node)
+	results := scheduler.AdmissionCheck(withoutUnadmittedExtendedResources(pod, ni), ni, false)
+	if len(results) == 0 {
+		return nil
+	}
+	r := results[0]
+	if ir := r.InsufficientResource; ir != nil {
+		if ir.ResourceName == v1.ResourcePods {
+			return &conflict{reason: "pods", message: fmt.Sprintf("pods: %d bound, allocatable %d", ir.Used, ir.Capacity)}
+		}
+		return &conflict{reason: "resource", message: fmt.Sprintf("insufficient %s: requested %s, used %s, allocatable %s",
+			ir.ResourceName, quantity(ir.ResourceName, ir.Requested), quantity(ir.ResourceName, ir.Used), quantity(ir.ResourceName, ir.Capacity))}
+	}
+	switch r.Name {
+	case nodeports.Name:
+		return &conflict{reason: "host-port", message: hostPortMessage(pod, ni)}
+	case nodeaffinity.Name:
+		return &conflict{reason: "node-affinity", message: "the node no longer matches the pod's required node affinity"}
+	}
+	return &conflict{reason: "other", message: fmt.Sprintf("%s: %s", r.Name, r.Reason)}
+}
+
+// withoutUnadmittedExtendedResources mirrors the kubelet's
+// removeMissingExtendedResources (pkg/kubelet/lifecycle/predicate.go,
+// unexported): the kubelet admits a pod without checking extended resources
+// its node does not advertise (cluster-level resources, which the scheduler's
+// Fit may be told to ignore) and those backed by a DRA claim (DRAExtendedResource).
+func withoutUnadmittedExtendedResources(pod *v1.Pod, ni *framework.NodeInfo) *v1.Pod {
+	draBacked := func(name v1.ResourceName, container string) bool {
+		if !utilfeature.DefaultFeatureGate.Enabled(features.DRAExtendedResource) || pod.Status.ExtendedResourceClaimStatus == nil {
+			return false
+		}
+		for _, m := range pod.Status.ExtendedResourceClaimStatus.RequestMappings {
+			if v1.ResourceName(m.ResourceName) == name && m.ContainerName == container {
+				return true
+			}
+		}
+		return false
+	}
+	filter := func(containers []v1.Container) {
+		for i, c := range containers {
+			kept := make(v1.ResourceList, len(c.Resources.Requests))
+			for name, q := range c.Resources.Requests {
+				if schedutil.IsDRAExtendedResourceName(name) && draBacked(name, c.Name) {
+					continue
+				}
+				if v1helper.IsExtendedResourceName(name) {
+					if _, ok := ni.Allocatable.ScalarResources[name]; !ok {
+						continue
+					}
+				}
+				kept[name] = q
+			}
+			containers[i].Resources.Requests = kept
 		}
 	}
-	if maxPods, ok := node.Status.Allocatable[v1.ResourcePods]; ok && int64(len(others)+1) > maxPods.Value() {
-		return &conflict{reason: "pods", message: fmt.Sprintf("pods: %d bound, allocatable %d", len(others), maxPods.Value())}
+	out := pod.DeepCopy()
+	filter(out.Spec.Containers)
+	filter(out.Spec.InitContainers)
+	return out
+}
+
+// quantity formats a resource amount as the API would (milli-CPU, bytes, counts).
+func quantity(name v1.ResourceName, v int64) string {
+	switch name {
+	case v1.ResourceCPU:
+		return resource.NewMilliQuantity(v, resource.DecimalSI).String()
+	case v1.ResourceMemory, v1.ResourceEphemeralStorage:
+		return resource.NewQuantity(v, resource.BinarySI).String()
 	}
-	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	for name, q := range want {
-		if q.IsZero() || name == v1.ResourcePods {
-			continue
-		}
-		alloc, ok := node.Status.Allocatable[name]
-		u := used[name]
-		total := u.DeepCopy()
-		total.Add(q)
-		if !ok || total.Cmp(alloc) > 0 {
-			return &conflict{reason: "resource", message: fmt.Sprintf("insufficient %s: requested %s, used %s, allocatable %s", name, q.String(), u.String(), alloc.String())}
-		}
-	}
+	return resource.NewQuantity(v, resource.DecimalSI).String()
+}
+
+// hostPortMessage names the first of the pod's host ports already in use.
+func hostPortMessage(pod *v1.Pod, ni *framework.NodeInfo) string {
 	for _, cp := range schedutil.GetHostPorts(pod) {
-		if ports.CheckConflict(cp.HostIP, string(cp.Protocol), cp.HostPort) {
+		if ni.UsedPorts.CheckConflict(cp.HostIP, string(cp.Protocol), cp.HostPort) {
 			proto := cp.Protocol
 			if proto == "" {
 				proto = v1.ProtocolTCP
 			}
-			return &conflict{reason: "host-port", message: fmt.Sprintf("host port %s/%d is in use", proto, cp.HostPort)}
+			return fmt.Sprintf("host port %s/%d is in use", proto, cp.HostPort)
 		}
 	}
-	return nil
-}
-
-func addTo(total, add v1.ResourceList) {
-	for name, q := range add {
-		t := total[name]
-		t.Add(q)
-		total[name] = t
-	}
+	return "a host port of the pod is in use"
 }

@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -46,7 +48,8 @@ const (
 	// (resource.version.group: the scheduler watches it with a dynamic informer).
 	elasticQuotaResource fwk.EventResource = "elasticquotas.v1alpha1.scheduling.x-k8s.io"
 
-	// crdSyncTimeout bounds the wait for the ElasticQuota informer at start-up.
+	// crdSyncTimeout bounds the wait for the API server (discovery of the
+	// CRD) and then for the ElasticQuota informer at start-up.
 	crdSyncTimeout = time.Minute
 )
 
@@ -151,7 +154,7 @@ func sharedFor(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 		}
 		return sh, nil
 	}
-	if err := checkCRD(c); err != nil {
+	if err := checkCRD(ctx, c, crdSyncTimeout); err != nil {
 		return nil, err
 	}
 	sh := &shared{mgr: newManager(), args: *args, eqClient: c}
@@ -177,6 +180,9 @@ func sharedFor(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 			logger.Info("ElasticQuota: namespace has several quotas; the oldest governs", "namespace", eq.Namespace, "count", len(eqs))
 		}
 		if eff := effectiveQuota(eqs); eff != nil {
+			if cur := sh.mgr.quota(eq.Namespace); cur != nil && cur.uid == eff.UID && cur.olderThan(eff.ResourceVersion) {
+				return // a hint already applied a newer event; this informer will catch up
+			}
 			sh.mgr.setQuota(eq.Namespace, newQuota(eff, only))
 		} else {
 			sh.mgr.setQuota(eq.Namespace, nil)
@@ -241,20 +247,46 @@ func observePod(m *manager, obj any) {
 }
 
 // checkCRD fails start-up when the ElasticQuota CRD is not served: the
-// informer would otherwise wait for it forever.
-func checkCRD(c versioned.Interface) error {
+// informer would otherwise wait for it forever. An API server that does not
+// answer yet (a control plane booting: the scheduler may start before the API
+// server listens) is asked again with backoff until budget runs out; only an
+// answer that the group or resource is absent is "install the CRD".
+func checkCRD(ctx context.Context, c versioned.Interface, budget time.Duration) error {
 	gv := schedv1alpha1.SchemeGroupVersion.String()
 	const hint = "install the CRD from manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml"
-	list, err := c.Discovery().ServerResourcesForGroupVersion(gv)
-	if err != nil {
-		return fmt.Errorf("ElasticQuota: the API server does not serve %s (%w); %s", gv, err, hint)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == "elasticquotas" {
-			return nil
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	var lastErr error
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 10 * time.Second}
+	var found bool
+	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
+		list, err := c.Discovery().ServerResourcesForGroupVersion(gv)
+		switch {
+		case err == nil:
+			for _, r := range list.APIResources {
+				found = found || r.Name == "elasticquotas"
+			}
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, fmt.Errorf("ElasticQuota: the API server does not serve %s (%w); %s", gv, err, hint)
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+			return false, fmt.Errorf("ElasticQuota: the API server refused discovery of %s (%w); check the scheduler's credentials and RBAC", gv, err)
+		default:
+			lastErr = err
+			logger.Info("ElasticQuota: the API server is not reachable yet; retrying", "groupVersion", gv, "err", err)
+			return false, nil
 		}
+	})
+	switch {
+	case err != nil && lastErr != nil && (errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err)):
+		return fmt.Errorf("ElasticQuota: the API server was not reachable within %s to check that it serves %s (last error: %w); the CRD may well be installed: check the API server and the scheduler's kubeconfig", budget, gv, lastErr)
+	case err != nil:
+		return err
+	case !found:
+		return fmt.Errorf("ElasticQuota: the API server does not serve elasticquotas.%s; %s", gv, hint)
 	}
-	return fmt.Errorf("ElasticQuota: the API server does not serve elasticquotas.%s; %s", gv, hint)
+	return nil
 }
 
 // PreEnqueue keeps a pod out of the active queue while its asynchronous
@@ -399,7 +431,11 @@ func (pl *ElasticQuota) isSchedulableAfterQuotaChange(logger klog.Logger, pod *v
 // are scheduled again: ElasticQuota's informer may not have seen it yet, and
 // a pod admitted by the change but checked against the old quota would wait
 // for the next event. Only the namespace's governing quota (or a first one)
-// is applied; ElasticQuota's informer settles anything else.
+// is applied; ElasticQuota's informer settles anything else. The two
+// informers run apart, so the event may also be older than what ElasticQuota's
+// informer already installed: a deletion applies only to the object it
+// deletes (by UID: `kubectl replace --force` re-creates the name), and an
+// add or update only if its resourceVersion is not older than the installed one.
 func (sh *shared) applyEvent(eq *schedv1alpha1.ElasticQuota, deleted bool) {
 	if sh == nil || sh.mgr == nil {
 		return
@@ -410,12 +446,14 @@ func (sh *shared) applyEvent(eq *schedv1alpha1.ElasticQuota, deleted bool) {
 	m.mu.RUnlock()
 	switch {
 	case deleted:
-		if cur != nil && cur.name == eq.Name {
+		if cur != nil && cur.name == eq.Name && cur.uid == eq.UID {
 			m.setQuota(eq.Namespace, nil)
 		}
-	case cur == nil || cur.name == eq.Name:
+	case cur == nil:
+		m.setQuota(eq.Namespace, newQuota(eq, sets.New(sh.args.Resources...)))
+	case cur.name == eq.Name && !cur.olderThan(eq.ResourceVersion):
 		q := newQuota(eq, sets.New(sh.args.Resources...))
-		if cur == nil || !maps.Equal(cur.min, q.min) || !maps.Equal(cur.max, q.max) {
+		if cur.uid != q.uid || cur.resourceVersion != q.resourceVersion || !maps.Equal(cur.min, q.min) || !maps.Equal(cur.max, q.max) {
 			m.setQuota(eq.Namespace, q)
 		}
 	}

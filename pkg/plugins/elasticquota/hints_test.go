@@ -3,6 +3,7 @@ package elasticquota
 import (
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -78,12 +79,13 @@ func TestQueueingHints(t *testing.T) {
 }
 
 func TestCheckCRD(t *testing.T) {
-	if err := checkCRD(fakeEQClient()); err != nil {
+	_, ctx := ktesting.NewTestContext(t)
+	if err := checkCRD(ctx, fakeEQClient(), time.Second); err != nil {
 		t.Errorf("CRD served: %v", err)
 	}
 	c := fakeEQClient()
 	c.Resources = nil
-	err := checkCRD(c)
+	err := checkCRD(ctx, c, time.Second)
 	if err == nil {
 		t.Fatal("CRD missing: want an error")
 	}

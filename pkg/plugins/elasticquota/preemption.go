@@ -209,7 +209,8 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 //   - a pod of another namespace with a quota: only if the preemptor stays
 //     within its min and that namespace is above its min in a resource the
 //     preemptor asks for (it borrows) — whatever its priority, lowest first,
-//     and no more of them than takes that namespace back to its min;
+//     and no more of them than takes that namespace back to its min, in
+//     every resource (a victim never leaves it below min in any);
 //   - a pod of a namespace without a quota: if of lower priority, and the
 //     preemptor is within its min or has no quota either.
 //
@@ -227,24 +228,22 @@ func (pl *ElasticQuota) eligibleVictims(s *preFilterState, all []*preemption.Dom
 	defer m.mu.RUnlock()
 	taken := map[string]vec{} // borrowers' requests already taken, by namespace
 	// borrows: other is above its min in a resource the preemptor asks for,
-	// and stays at or above it without extra. Pods already being deleted
-	// (victims of an earlier preemption) no longer count as borrowed.
+	// and stays at or above its min in every resource without extra (taking
+	// CPU it borrowed must not take memory it is entitled to). Pods already
+	// being deleted (victims of an earlier preemption) no longer count.
 	borrows := func(other string, q *quota, extra vec) bool {
 		used, leaving := m.nsUsed[other], m.nsLeaving[other]
-		for name, x := range s.req {
-			if x == 0 {
-				continue
-			}
-			mn, ok := q.min[name]
-			if !ok {
-				continue
-			}
+		over := false
+		for name, mn := range q.min {
 			u := used[name] - leaving[name] - taken[other][name]
-			if u-extra[name] >= mn && u > mn {
-				return true
+			if extra[name] > 0 && u-extra[name] < mn {
+				return false
+			}
+			if s.req[name] > 0 && u > mn {
+				over = true
 			}
 		}
-		return false
+		return over
 	}
 	var own, others []*preemption.DomainVictim
 	for _, v := range sorted {

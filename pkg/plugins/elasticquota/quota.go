@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -71,6 +72,10 @@ func (v vec) add(o vec, sign int64) {
 // quota is the effective ElasticQuota of a namespace.
 type quota struct {
 	name string
+	// uid and resourceVersion identify the object the quota was built from,
+	// so that an event older than what is installed is never applied.
+	uid             types.UID
+	resourceVersion string
 	// min and max are replaced, never mutated, so snapshots may share them.
 	min, max vec
 	// accounted are the resources this quota limits.
@@ -78,7 +83,7 @@ type quota struct {
 }
 
 func newQuota(eq *schedv1alpha1.ElasticQuota, only sets.Set[v1.ResourceName]) *quota {
-	q := &quota{name: eq.Name, min: toVec(eq.Spec.Min), max: toVec(eq.Spec.Max), accounted: sets.New[v1.ResourceName]()}
+	q := &quota{name: eq.Name, uid: eq.UID, resourceVersion: eq.ResourceVersion, min: toVec(eq.Spec.Min), max: toVec(eq.Spec.Max), accounted: sets.New[v1.ResourceName]()}
 	for name := range q.min {
 		q.accounted.Insert(name)
 	}
@@ -99,6 +104,14 @@ func newQuota(eq *schedv1alpha1.ElasticQuota, only sets.Set[v1.ResourceName]) *q
 		}
 	}
 	return q
+}
+
+// olderThan reports whether resource version rv is older than the installed
+// quota's (for the same object, or a re-created one). Versions that cannot be
+// compared (none in unit tests) are not older.
+func (q *quota) olderThan(rv string) bool {
+	c, err := resourceversion.CompareResourceVersion(rv, q.resourceVersion)
+	return err == nil && c < 0
 }
 
 // effectiveQuota picks the quota that governs a namespace when it has several
@@ -176,23 +189,31 @@ func (m *manager) setQuota(ns string, q *quota) {
 }
 
 func (m *manager) countLocked(e *podEntry, sign int64) {
-	used := m.nsUsed[e.ns]
-	if used == nil {
-		used = vec{}
-		m.nsUsed[e.ns] = used
-	}
-	used.add(e.req, sign)
+	addTo(m.nsUsed, e.ns, e.req, sign)
 	if e.leaving {
-		leaving := m.nsLeaving[e.ns]
-		if leaving == nil {
-			leaving = vec{}
-			m.nsLeaving[e.ns] = leaving
-		}
-		leaving.add(e.req, sign)
+		addTo(m.nsLeaving, e.ns, e.req, sign)
 	}
 	if _, ok := m.quotas[e.ns]; ok {
 		m.totalUsed.add(e.req, sign)
 		m.dirty.Insert(e.ns)
+	}
+}
+
+// addTo adds sign*req to byNS[ns], dropping resources that fall to zero and
+// the namespace once nothing is left, so namespace churn does not grow the map.
+func addTo(byNS map[string]vec, ns string, req vec, sign int64) {
+	v := byNS[ns]
+	if v == nil {
+		v = vec{}
+		byNS[ns] = v
+	}
+	for name, x := range req {
+		if v[name] += sign * x; v[name] == 0 {
+			delete(v, name)
+		}
+	}
+	if len(v) == 0 {
+		delete(byNS, ns)
 	}
 }
 
@@ -314,4 +335,11 @@ func (m *manager) quotaNamespaces() []string {
 		out = append(out, ns)
 	}
 	return out
+}
+
+// quota returns the installed quota of a namespace, or nil.
+func (m *manager) quota(ns string) *quota {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.quotas[ns]
 }

@@ -1,0 +1,224 @@
+package elasticquota
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+)
+
+// withVersion is eq with a UID and resourceVersion, as the API server serves it.
+func withVersion(e *schedv1alpha1.ElasticQuota, uid, rv string) *schedv1alpha1.ElasticQuota {
+	e.UID, e.ResourceVersion = types.UID(uid), rv
+	return e
+}
+
+// The scheduler's dynamic informer may deliver a quota event after
+// ElasticQuota's own informer has already applied a newer state: the hint must
+// never put the older state back.
+func TestStaleQuotaEventsAreNotApplied(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	waiting := pod("a", "waiting", "1", 0, "")
+	newPl := func(cur *schedv1alpha1.ElasticQuota) (*ElasticQuota, *manager) {
+		m := newManager()
+		m.setQuota("a", newQuota(cur, nil))
+		return &ElasticQuota{shared: &shared{mgr: m}}, m
+	}
+	minCPU := func(m *manager) int64 {
+		q := m.quotas["a"]
+		if q == nil {
+			return -1
+		}
+		return q.min[v1.ResourceCPU]
+	}
+
+	t.Run("two quick spec edits: the older edit arrives last", func(t *testing.T) {
+		// Own informer is at rv 12 (min 6); the dynamic one delivers 10 -> 11 (min 5).
+		pl, m := newPl(withVersion(eq("a", rl("cpu", "6"), nil), "u1", "12"))
+		o := withVersion(eq("a", rl("cpu", "4"), nil), "u1", "10")
+		n := withVersion(eq("a", rl("cpu", "5"), nil), "u1", "11")
+		if _, err := pl.isSchedulableAfterQuotaChange(logger, waiting, unstructuredEQ(t, o), unstructuredEQ(t, n)); err != nil {
+			t.Fatal(err)
+		}
+		if got := minCPU(m); got != 6000 {
+			t.Errorf("min cpu %dm after a stale update, want 6000m (the newer spec)", got)
+		}
+		// A newer one is applied.
+		newer := withVersion(eq("a", rl("cpu", "7"), nil), "u1", "13")
+		if _, err := pl.isSchedulableAfterQuotaChange(logger, waiting, unstructuredEQ(t, o), unstructuredEQ(t, newer)); err != nil {
+			t.Fatal(err)
+		}
+		if got := minCPU(m); got != 7000 {
+			t.Errorf("min cpu %dm after a newer update, want 7000m", got)
+		}
+	})
+	t.Run("replace --force: the old object's deletion arrives after the new one is known", func(t *testing.T) {
+		pl, m := newPl(withVersion(eq("a", rl("cpu", "6"), nil), "u2", "20"))
+		old := withVersion(eq("a", rl("cpu", "4"), nil), "u1", "15")
+		if _, err := pl.isSchedulableAfterQuotaChange(logger, waiting, unstructuredEQ(t, old), nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := minCPU(m); got != 6000 {
+			t.Errorf("min cpu %dm after the old object's deletion, want 6000m (the new object stays)", got)
+		}
+	})
+	t.Run("replace --force: the old object's creation arrives after the new one is known", func(t *testing.T) {
+		pl, m := newPl(withVersion(eq("a", rl("cpu", "6"), nil), "u2", "20"))
+		old := withVersion(eq("a", rl("cpu", "4"), nil), "u1", "9")
+		if _, err := pl.isSchedulableAfterQuotaChange(logger, waiting, nil, unstructuredEQ(t, old)); err != nil {
+			t.Fatal(err)
+		}
+		if got := minCPU(m); got != 6000 {
+			t.Errorf("min cpu %dm after the old object's creation, want 6000m", got)
+		}
+	})
+	t.Run("the deletion of the governing object is applied", func(t *testing.T) {
+		cur := withVersion(eq("a", rl("cpu", "6"), nil), "u2", "20")
+		pl, m := newPl(cur)
+		if _, err := pl.isSchedulableAfterQuotaChange(logger, waiting, unstructuredEQ(t, cur), nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := minCPU(m); got != -1 {
+			t.Errorf("min cpu %dm after the deletion, want no quota", got)
+		}
+	})
+}
+
+// A victim must leave its namespace at or above min in every resource, not
+// only in the one the preemptor asks for.
+func TestReclaimNeverTakesABorrowerBelowMin(t *testing.T) {
+	m := newManager()
+	m.setQuota("a", newQuota(eq("a", rl("cpu", "2", "memory", "4Gi"), rl("cpu", "8", "memory", "8Gi")), nil))
+	m.setQuota("b", newQuota(eq("b", rl("cpu", "4"), rl("cpu", "8")), nil))
+	// a runs four 1 CPU / 1Gi pods: borrowing 2 CPU, exactly at its memory min.
+	var all []*preemption.DomainVictim
+	for _, name := range []string{"a1", "a2", "a3", "a4"} {
+		p := st.MakePod().Namespace("a").Name(name).UID("a/" + name).Node("n").
+			Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "1Gi"}).Obj()
+		m.observe(p)
+		all = append(all, victim(p))
+	}
+	pl := &ElasticQuota{shared: &shared{mgr: m}}
+	p := pod("b", "p", "1", 0, "")
+	s := m.snapshot(p, podRequest(p), 0)
+	if got := names(pl.eligibleVictims(s, all)); len(got) != 0 {
+		t.Errorf("got victims %v, want none: each would take a below its memory min", got)
+	}
+
+	// With memory to spare, CPU borrowed is reclaimed: no more than 2 pods.
+	m.setQuota("a", newQuota(eq("a", rl("cpu", "2", "memory", "2Gi"), rl("cpu", "8", "memory", "8Gi")), nil))
+	if got := names(pl.eligibleVictims(s, all)); len(got) != 2 {
+		t.Errorf("got victims %v, want two (a is 2 CPU and 2Gi over its min)", got)
+	}
+}
+
+// discoveryServer answers discovery of scheduling.x-k8s.io/v1alpha1: with
+// status code fail for the first failures requests, then with the resource.
+func discoveryServer(t *testing.T, failures int32, fail int) *httptest.Server {
+	t.Helper()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) <= failures {
+			w.WriteHeader(fail)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&metav1.APIResourceList{
+			TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+			GroupVersion: schedv1alpha1.SchemeGroupVersion.String(),
+			APIResources: []metav1.APIResource{{Name: "elasticquotas", Namespaced: true, Kind: "ElasticQuota"}},
+		})
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func clientFor(t *testing.T, host string) versioned.Interface {
+	t.Helper()
+	c, err := versioned.NewForConfig(&rest.Config{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A control plane boots in any order: an API server that does not answer yet
+// is not a missing CRD.
+func TestCheckCRDWaitsForAnUnreachableAPIServer(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	t.Run("answers after two failures: start-up goes on", func(t *testing.T) {
+		srv := discoveryServer(t, 2, http.StatusServiceUnavailable)
+		if err := checkCRD(ctx, clientFor(t, srv.URL), 30*time.Second); err != nil {
+			t.Errorf("got %v, want nil once the API server answers", err)
+		}
+	})
+	t.Run("never answers: the error says so, not 'install the CRD'", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		url := srv.URL
+		srv.Close() // nothing listens there now
+		err := checkCRD(ctx, clientFor(t, url), 2*time.Second)
+		if err == nil {
+			t.Fatal("want an error")
+		}
+		if msg := err.Error(); !strings.Contains(msg, "not reachable within 2s") || strings.Contains(msg, "install the CRD") {
+			t.Errorf("error %q: want it to say the API server was not reachable, not to install the CRD", msg)
+		}
+	})
+	t.Run("the group is not served: install the CRD, at once", func(t *testing.T) {
+		srv := discoveryServer(t, 1000, http.StatusNotFound)
+		start := time.Now()
+		err := checkCRD(ctx, clientFor(t, srv.URL), 30*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "install the CRD") {
+			t.Errorf("got %v, want the install-the-CRD refusal", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("took %s: a 404 is an answer, not a reason to retry", d)
+		}
+	})
+}
+
+// Namespace churn must not grow the usage maps.
+func TestUsageMapsShrinkWithNamespaceChurn(t *testing.T) {
+	m := newManager()
+	var pods []*v1.Pod
+	for i := range 1000 {
+		ns := fmt.Sprintf("ns-%d", i)
+		if i%2 == 0 {
+			m.setQuota(ns, newQuota(eq(ns, rl("cpu", "1"), nil), nil))
+		}
+		p := pod(ns, "p", "500m", 0, "n")
+		m.observe(p)
+		leaving := p.DeepCopy()
+		leaving.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		m.observe(leaving)
+		pods = append(pods, p)
+		pending := pod(ns, "nominated", "1", 0, "")
+		pending.Status.NominatedNodeName = "n"
+		m.observe(pending)
+		pods = append(pods, pending)
+	}
+	for _, p := range pods {
+		m.forgetPod(p.UID)
+	}
+	for i := 0; i < 1000; i += 2 {
+		m.setQuota(fmt.Sprintf("ns-%d", i), nil)
+	}
+	if len(m.nsUsed) != 0 || len(m.nsLeaving) != 0 || len(m.pods) != 0 || len(m.nominated) != 0 || len(m.quotas) != 0 {
+		t.Errorf("after deleting every namespace: nsUsed %d, nsLeaving %d, pods %d, nominated %d, quotas %d; want all 0",
+			len(m.nsUsed), len(m.nsLeaving), len(m.pods), len(m.nominated), len(m.quotas))
+	}
+}
