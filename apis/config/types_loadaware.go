@@ -28,6 +28,9 @@ type LoadAwareArgs struct {
 	OnMissingMetrics LoadAwareMissingMetricsPolicy
 	// AnnotationKey is the node annotation the NodeAnnotations source reads.
 	AnnotationKey string
+	// EstimateGracePeriod is how long a pod must have been running before a
+	// sample for the sample to include it; until then its estimate counts.
+	EstimateGracePeriod metav1.Duration
 }
 
 // LoadAwareSource names where node usage comes from.

@@ -156,6 +156,7 @@ func (in *LoadAwareArgs) DeepCopyInto(out *LoadAwareArgs) {
 			(*out)[key] = val.DeepCopy()
 		}
 	}
+	out.EstimateGracePeriod = in.EstimateGracePeriod
 	return
 }
 

@@ -13,6 +13,7 @@ const (
 	DefaultLoadAwareRefreshInterval = 30 * time.Second
 	DefaultLoadAwareExpiration      = 3 * time.Minute
 	DefaultLoadAwareAnnotationKey   = "berth.io/node-usage"
+	DefaultLoadAwareGracePeriod     = 60 * time.Second
 )
 
 var (
@@ -63,5 +64,8 @@ func SetDefaults_LoadAwareArgs(obj *LoadAwareArgs) { //nolint:revive // name req
 	}
 	if obj.AnnotationKey == "" {
 		obj.AnnotationKey = DefaultLoadAwareAnnotationKey
+	}
+	if obj.EstimateGracePeriod == nil {
+		obj.EstimateGracePeriod = &metav1.Duration{Duration: DefaultLoadAwareGracePeriod}
 	}
 }

@@ -37,6 +37,12 @@ type LoadAwareArgs struct {
 	// AnnotationKey is the node annotation read by the NodeAnnotations
 	// source. Default berth.io/node-usage.
 	AnnotationKey string `json:"annotationKey,omitempty"`
+	// EstimateGracePeriod is how long a pod must have been running before a
+	// sample is taken for that sample to be trusted to include its usage;
+	// until then its estimate is added to the sample (a pod pulling its image
+	// uses nothing yet). Default 60s; 0 trusts any sample taken after the pod
+	// started.
+	EstimateGracePeriod *metav1.Duration `json:"estimateGracePeriod,omitempty"`
 }
 
 // LoadAwareSource names where node usage comes from.

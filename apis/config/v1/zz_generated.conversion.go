@@ -256,6 +256,9 @@ func autoConvert_v1_LoadAwareArgs_To_config_LoadAwareArgs(in *LoadAwareArgs, out
 	out.DefaultPodEstimate = *(*corev1.ResourceList)(unsafe.Pointer(&in.DefaultPodEstimate))
 	out.OnMissingMetrics = config.LoadAwareMissingMetricsPolicy(in.OnMissingMetrics)
 	out.AnnotationKey = in.AnnotationKey
+	if err := metav1.Convert_Pointer_v1_Duration_To_v1_Duration(&in.EstimateGracePeriod, &out.EstimateGracePeriod, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -277,6 +280,9 @@ func autoConvert_config_LoadAwareArgs_To_v1_LoadAwareArgs(in *config.LoadAwareAr
 	out.DefaultPodEstimate = *(*corev1.ResourceList)(unsafe.Pointer(&in.DefaultPodEstimate))
 	out.OnMissingMetrics = LoadAwareMissingMetricsPolicy(in.OnMissingMetrics)
 	out.AnnotationKey = in.AnnotationKey
+	if err := metav1.Convert_v1_Duration_To_Pointer_v1_Duration(&in.EstimateGracePeriod, &out.EstimateGracePeriod, s); err != nil {
+		return err
+	}
 	return nil
 }
 

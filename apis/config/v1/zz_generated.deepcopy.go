@@ -190,6 +190,11 @@ func (in *LoadAwareArgs) DeepCopyInto(out *LoadAwareArgs) {
 			(*out)[key] = val.DeepCopy()
 		}
 	}
+	if in.EstimateGracePeriod != nil {
+		in, out := &in.EstimateGracePeriod, &out.EstimateGracePeriod
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	return
 }
 

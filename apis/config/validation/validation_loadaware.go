@@ -37,6 +37,9 @@ func ValidateLoadAwareArgs(path *field.Path, args *config.LoadAwareArgs) error {
 		errs = append(errs, field.Invalid(path.Child("metricsExpiration"), args.MetricsExpiration.Duration.String(),
 			"must be longer than metricsRefreshInterval, or every sample expires before the next one"))
 	}
+	if d := args.EstimateGracePeriod.Duration; d < 0 {
+		errs = append(errs, field.Invalid(path.Child("estimateGracePeriod"), d.String(), "must not be negative"))
+	}
 	for r, v := range args.UsageThresholds {
 		p := path.Child("usageThresholds").Key(string(r))
 		if !loadAwareResources.Has(r) {

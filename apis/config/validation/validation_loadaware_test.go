@@ -23,6 +23,7 @@ func validLoadAware() *config.LoadAwareArgs {
 		DefaultPodEstimate:     v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m")},
 		OnMissingMetrics:       config.LoadAwareMissingMetricsAllow,
 		AnnotationKey:          "berth.io/node-usage",
+		EstimateGracePeriod:    metav1.Duration{Duration: time.Minute},
 	}
 }
 
@@ -52,6 +53,8 @@ func TestValidateLoadAwareArgs(t *testing.T) {
 			a.Source = config.LoadAwareSourceNodeAnnotations
 			a.AnnotationKey = "not a key"
 		}, wantErr: []string{"args.annotationKey: Invalid value"}},
+		{name: "negative grace period", mutate: func(a *config.LoadAwareArgs) { a.EstimateGracePeriod.Duration = -time.Second },
+			wantErr: []string{`args.estimateGracePeriod: Invalid value: "-1s": must not be negative`}},
 		{name: "unknown missing-metrics policy", mutate: func(a *config.LoadAwareArgs) { a.OnMissingMetrics = "Panic" },
 			wantErr: []string{`args.onMissingMetrics: Unsupported value: "Panic"`}},
 	}

@@ -65,8 +65,9 @@ type LoadAware struct {
 	rejected   map[types.UID]*v1.Pod
 
 	filteredCPU, filteredMem, filteredMissing metrics.CounterMetric
-	missingFilter, staleFilter                metrics.CounterMetric
-	missingScore, staleScore                  metrics.CounterMetric
+	missingFilter, staleFilter, invalidFilter metrics.CounterMetric
+	missingScore, staleScore, invalidScore    metrics.CounterMetric
+	overAllocatable                           metrics.CounterMetric
 }
 
 var (
@@ -134,7 +135,7 @@ func NewWithMetricsClient(newClient MetricsClientFunc) func(context.Context, run
 			}
 			// Pods assigned long ago are in the samples, or their node's
 			// sample expired: forget them on the refresh interval's clock.
-			go pl.pruneEvery(ctx, args.MetricsRefreshInterval.Duration)
+			go pl.pruneEvery(ctx, args.MetricsRefreshInterval.Duration, src)
 		}
 		if _, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(pl.podEventHandler()); err != nil {
 			return nil, fmt.Errorf("watching pods: %w", err)
@@ -147,7 +148,7 @@ func NewWithMetricsClient(newClient MetricsClientFunc) func(context.Context, run
 func newPlugin(args *config.LoadAwareArgs, h fwk.Handle) *LoadAware {
 	pl := &LoadAware{
 		handle:          h,
-		tracker:         newTracker(),
+		tracker:         newTracker(args.EstimateGracePeriod.Duration),
 		expiration:      args.MetricsExpiration.Duration,
 		now:             time.Now,
 		cpuThreshold:    args.UsageThresholds[v1.ResourceCPU],
@@ -163,6 +164,9 @@ func newPlugin(args *config.LoadAwareArgs, h fwk.Handle) *LoadAware {
 		staleFilter:     missingMetrics.WithLabelValues("stale", "Filter"),
 		missingScore:    missingMetrics.WithLabelValues("missing", "Score"),
 		staleScore:      missingMetrics.WithLabelValues("stale", "Score"),
+		invalidFilter:   missingMetrics.WithLabelValues("invalid", "Filter"),
+		invalidScore:    missingMetrics.WithLabelValues("invalid", "Score"),
+		overAllocatable: badSamples.WithLabelValues(badOverAllocatable),
 	}
 	if q, ok := args.DefaultPodEstimate[v1.ResourceCPU]; ok {
 		pl.defaultEstimate.cpuMilli = q.MilliValue()
@@ -227,23 +231,54 @@ func readState(state fwk.CycleState, key fwk.StateKey) (*podState, error) {
 	return s, nil
 }
 
-// freshSample returns the node's sample if it is younger than metricsExpiration.
-func (pl *LoadAware) freshSample(node *v1.Node, missing, stale metrics.CounterMetric) (sample, bool) {
+// sampleState says what Filter and Score may do with a node's sample.
+type sampleState int
+
+const (
+	sampleFresh   sampleState = iota
+	sampleMissing             // none, or older than metricsExpiration
+	sampleInvalid             // impossible values: never better than a valid sample
+)
+
+// freshSample returns the node's sample if it is valid and younger than metricsExpiration.
+func (pl *LoadAware) freshSample(node *v1.Node, missing, stale, invalid metrics.CounterMetric) (sample, sampleState) {
 	s, ok := pl.source.sample(node)
-	if !ok {
+	switch {
+	case !ok:
 		missing.Inc()
-		return s, false
-	}
-	if pl.now().Sub(s.timestamp) > pl.expiration {
+		return s, sampleMissing
+	case s.invalid:
+		invalid.Inc()
+		return s, sampleInvalid
+	case pl.now().Sub(s.timestamp) > pl.expiration:
 		stale.Inc()
-		return s, false
+		return s, sampleMissing
 	}
-	return s, true
+	return s, sampleFresh
 }
 
-// overThreshold reports whether used (milli or bytes) exceeds percent of alloc.
+// usage is the node's estimated usage of one resource: the sample, clamped
+// to allocatable (a larger value is either an overload the threshold rejects
+// anyway or a broken sample), plus the pending and incoming estimates,
+// saturating instead of overflowing.
+func (pl *LoadAware) usage(measured, alloc int64, add ...int64) int64 {
+	if alloc > 0 && measured > alloc {
+		pl.overAllocatable.Inc()
+		measured = alloc
+	}
+	for _, a := range add {
+		if measured > math.MaxInt64-a {
+			return math.MaxInt64
+		}
+		measured += a
+	}
+	return measured
+}
+
+// overThreshold reports whether used (milli or bytes) exceeds percent of
+// alloc, in floating point so that no product overflows.
 func overThreshold(used, alloc, percent int64) bool {
-	return percent > 0 && alloc > 0 && used*100 > percent*alloc
+	return percent > 0 && alloc > 0 && float64(used)*100 > float64(percent)*float64(alloc)
 }
 
 // Filter rejects a node whose measured usage, plus the pods placed on it
@@ -254,10 +289,12 @@ func (pl *LoadAware) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		return fwk.AsStatus(err)
 	}
 	node := nodeInfo.Node()
-	smp, ok := pl.freshSample(node, pl.missingFilter, pl.staleFilter)
-	if !ok {
+	smp, st := pl.freshSample(node, pl.missingFilter, pl.staleFilter, pl.invalidFilter)
+	if st != sampleFresh {
 		if pl.rejectMissing {
 			pl.filteredMissing.Inc()
+			// Retried on the refresh (or annotation) that brings a sample.
+			pl.rememberRejected(pod)
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, ErrReasonNoMetrics)
 		}
 		return nil
@@ -266,9 +303,9 @@ func (pl *LoadAware) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	alloc := nodeInfo.GetAllocatable()
 	reason, counter := "", pl.filteredCPU
 	switch {
-	case overThreshold(smp.cpuMilli+pend.cpuMilli+s.est.cpuMilli, alloc.GetMilliCPU(), pl.cpuThreshold):
+	case overThreshold(pl.usage(smp.cpuMilli, alloc.GetMilliCPU(), pend.cpuMilli, s.est.cpuMilli), alloc.GetMilliCPU(), pl.cpuThreshold):
 		reason = ErrReasonCPU
-	case overThreshold(smp.memBytes+pend.memBytes+s.est.memBytes, alloc.GetMemory(), pl.memThreshold):
+	case overThreshold(pl.usage(smp.memBytes, alloc.GetMemory(), pend.memBytes, s.est.memBytes), alloc.GetMemory(), pl.memThreshold):
 		reason, counter = ErrReasonMemory, pl.filteredMem
 	default:
 		return nil
@@ -282,7 +319,13 @@ func (pl *LoadAware) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 }
 
+// rememberRejected keeps the pod for activateRejected, which the MetricsAPI
+// source's refreshes drive. Under NodeAnnotations a node's new sample is a
+// node event, and its queueing hint requeues the pod: nothing to remember.
 func (pl *LoadAware) rememberRejected(pod *v1.Pod) {
+	if _, ok := pl.source.(*annotationSource); ok {
+		return
+	}
 	pl.rejectedMu.Lock()
 	pl.rejected[pod.UID] = pod
 	pl.rejectedMu.Unlock()
@@ -308,17 +351,21 @@ func (pl *LoadAware) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, n
 		return 0, fwk.AsStatus(err)
 	}
 	node := nodeInfo.Node()
+	alloc := nodeInfo.GetAllocatable()
 	var cpu, mem int64
-	if smp, ok := pl.freshSample(node, pl.missingScore, pl.staleScore); ok {
+	switch smp, st := pl.freshSample(node, pl.missingScore, pl.staleScore, pl.invalidScore); st {
+	case sampleFresh:
 		pend := pl.tracker.pending(node.Name, smp.timestamp)
-		cpu, mem = smp.cpuMilli+pend.cpuMilli, smp.memBytes+pend.memBytes
-	} else {
+		cpu = pl.usage(smp.cpuMilli, alloc.GetMilliCPU(), pend.cpuMilli)
+		mem = pl.usage(smp.memBytes, alloc.GetMemory(), pend.memBytes)
+	case sampleInvalid:
+		return fwk.MinScore, nil
+	default:
 		req := nodeInfo.GetRequested()
 		cpu, mem = req.GetMilliCPU(), req.GetMemory()
 	}
-	alloc := nodeInfo.GetAllocatable()
-	score := pl.cpuWeight*freeShare(cpu+s.est.cpuMilli, alloc.GetMilliCPU()) +
-		pl.memWeight*freeShare(mem+s.est.memBytes, alloc.GetMemory())
+	score := pl.cpuWeight*freeShare(pl.usage(cpu, 0, s.est.cpuMilli), alloc.GetMilliCPU()) +
+		pl.memWeight*freeShare(pl.usage(mem, 0, s.est.memBytes), alloc.GetMemory())
 	if w := pl.cpuWeight + pl.memWeight; w > 0 {
 		score /= w
 	}
@@ -365,7 +412,7 @@ func (pl *LoadAware) podEventHandler() cache.ResourceEventHandler {
 			pl.tracker.remove(pod.UID)
 			return
 		}
-		pl.tracker.add(pod.UID, assignedPod{node: pod.Spec.NodeName, est: pl.estimateOf(pod), at: assignedAt(pod, pl.now())})
+		pl.tracker.add(pod.UID, assignedPod{node: pod.Spec.NodeName, est: pl.estimateOf(pod), at: assignedAt(pod, pl.now()), startedAt: runningSince(pod)})
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
@@ -376,7 +423,8 @@ func (pl *LoadAware) podEventHandler() cache.ResourceEventHandler {
 		UpdateFunc: func(oldObj, newObj any) {
 			oldPod, ok1 := oldObj.(*v1.Pod)
 			newPod, ok2 := newObj.(*v1.Pod)
-			if ok1 && ok2 && (oldPod.Spec.NodeName != newPod.Spec.NodeName || oldPod.Status.Phase != newPod.Status.Phase) {
+			if ok1 && ok2 && (oldPod.Spec.NodeName != newPod.Spec.NodeName || oldPod.Status.Phase != newPod.Status.Phase ||
+				!runningSince(oldPod).Equal(runningSince(newPod))) {
 				observe(newPod)
 			}
 		},
@@ -389,6 +437,24 @@ func (pl *LoadAware) podEventHandler() cache.ResourceEventHandler {
 			}
 		},
 	}
+}
+
+// runningSince is when the last of the pod's containers started running, or
+// zero while one of them is not running (its image still pulling, say).
+func runningSince(pod *v1.Pod) time.Time {
+	if pod.Status.Phase != v1.PodRunning || len(pod.Status.ContainerStatuses) < len(pod.Spec.Containers) {
+		return time.Time{}
+	}
+	var since time.Time
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running == nil {
+			return time.Time{}
+		}
+		if t := cs.State.Running.StartedAt.Time; t.After(since) {
+			since = t
+		}
+	}
+	return since
 }
 
 // assignedAt is when the pod was bound: its PodScheduled condition, or its
@@ -425,7 +491,7 @@ func (pl *LoadAware) onRefreshFailure(logger klog.Logger, lastSuccess time.Time)
 	}
 }
 
-func (pl *LoadAware) pruneEvery(ctx context.Context, interval time.Duration) {
+func (pl *LoadAware) pruneEvery(ctx context.Context, interval time.Duration, src *annotationSource) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -433,8 +499,21 @@ func (pl *LoadAware) pruneEvery(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			pl.tracker.prune(func(string) (time.Time, bool) { return time.Time{}, false }, pl.now().Add(-pl.expiration))
+			pl.prune(src)
 		}
+	}
+}
+
+// prune forgets old estimates and the parsed annotations of nodes that are
+// gone (a Filter that ran on a snapshot taken before a node's deletion may
+// have parsed it again after the informer forgot it).
+func (pl *LoadAware) prune(src *annotationSource) {
+	pl.tracker.prune(func(string) (time.Time, bool) { return time.Time{}, false }, pl.now().Add(-pl.expiration))
+	if pl.nodeLister != nil {
+		src.retain(func(name string) bool {
+			_, err := pl.nodeLister.Get(name)
+			return err == nil
+		})
 	}
 }
 
@@ -487,7 +566,8 @@ func (pl *LoadAware) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWith
 }
 
 // isSchedulableAfterPodDeleted requeues only when the deleted pod was counted
-// as an estimate on top of its node's sample (assigned after it), or its node
+// as an estimate on top of its node's sample (the sample does not include it:
+// assigned after it, or not running for the grace period before it), or its node
 // has no sample (Score then uses requests, which the deletion lowers); a pod
 // the sample includes keeps counting until the next sample anyway. It judges
 // from the pod and the node, not from the tracker, which this same deletion
@@ -505,7 +585,8 @@ func (pl *LoadAware) isSchedulableAfterPodDeleted(_ klog.Logger, _ *v1.Pod, oldO
 		return fwk.Queue, nil // node gone or unknown: let the scheduler look again
 	}
 	smp, ok := pl.source.sample(node)
-	if !ok || pl.now().Sub(smp.timestamp) > pl.expiration || assignedAt(deleted, pl.now()).After(smp.timestamp) {
+	gone := assignedPod{at: assignedAt(deleted, pl.now()), startedAt: runningSince(deleted)}
+	if !ok || smp.invalid || pl.now().Sub(smp.timestamp) > pl.expiration || !gone.includedBy(smp.timestamp, pl.tracker.grace) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
@@ -519,7 +600,7 @@ func (pl *LoadAware) isSchedulableAfterAnnotation(logger klog.Logger, pod *v1.Po
 		return fwk.Queue, err
 	}
 	smp, ok := pl.source.sample(node)
-	if !ok || pl.now().Sub(smp.timestamp) > pl.expiration {
+	if !ok || smp.invalid || pl.now().Sub(smp.timestamp) > pl.expiration {
 		if pl.rejectMissing {
 			return fwk.QueueSkip, nil
 		}
@@ -527,9 +608,9 @@ func (pl *LoadAware) isSchedulableAfterAnnotation(logger klog.Logger, pod *v1.Po
 	}
 	est := pl.estimateOf(pod)
 	pend := pl.tracker.pending(node.Name, smp.timestamp)
-	alloc := node.Status.Allocatable
-	if overThreshold(smp.cpuMilli+pend.cpuMilli+est.cpuMilli, alloc.Cpu().MilliValue(), pl.cpuThreshold) ||
-		overThreshold(smp.memBytes+pend.memBytes+est.memBytes, alloc.Memory().Value(), pl.memThreshold) {
+	cpuAlloc, memAlloc := node.Status.Allocatable.Cpu().MilliValue(), node.Status.Allocatable.Memory().Value()
+	if overThreshold(pl.usage(smp.cpuMilli, cpuAlloc, pend.cpuMilli, est.cpuMilli), cpuAlloc, pl.cpuThreshold) ||
+		overThreshold(pl.usage(smp.memBytes, memAlloc, pend.memBytes, est.memBytes), memAlloc, pl.memThreshold) {
 		logger.V(5).Info("Node still over the LoadAware threshold", "pod", klog.KObj(pod), "node", klog.KObj(node))
 		return fwk.QueueSkip, nil
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -214,11 +215,21 @@ func TestBurstIsEstimatedUntilTheNextSample(t *testing.T) {
 	if got := pl.tracker.pending("n1", src["n1"].timestamp); got.cpuMilli != 2000 {
 		t.Errorf("pending cpu = %d, want 2000", got.cpuMilli)
 	}
-	// A newer sample includes the burst: the estimates are dropped.
+	// A newer sample does not include pods that are not running yet: their
+	// estimates stay.
 	src["n1"] = sample{cpuMilli: 3000, memBytes: 1 << 30, timestamp: now.Add(time.Second)}
 	pl.onRefresh(klog.Background(), src)
+	if n := pl.tracker.len(); n != 4 {
+		t.Errorf("tracker holds %d pods after a newer sample taken before they ran, want 4", n)
+	}
+	// Once they have run for the grace period before a sample, it includes them.
+	for i := range 4 {
+		pl.tracker.add(types.UID("burst-"+string(rune('a'+i))), assignedPod{node: "n1", startedAt: now.Add(2 * time.Second)})
+	}
+	src["n1"] = sample{cpuMilli: 3000, memBytes: 1 << 30, timestamp: now.Add(2*time.Second + time.Minute)}
+	pl.onRefresh(klog.Background(), src)
 	if n := pl.tracker.len(); n != 0 {
-		t.Errorf("tracker holds %d pods after a newer sample, want 0", n)
+		t.Errorf("tracker holds %d pods after a sample taken a grace period after they started, want 0", n)
 	}
 	// Unreserve forgets a pod whose binding failed.
 	pod := podReq("late", "100m", "")
@@ -334,12 +345,14 @@ func TestAnnotationSource(t *testing.T) {
 	if !ok || got.cpuMilli != want.cpuMilli || got.memBytes != want.memBytes || !got.timestamp.Equal(want.timestamp) {
 		t.Fatalf("sample = %+v, %v; want %+v", got, ok, want)
 	}
+	// An annotation that does not decode is an invalid sample (never better
+	// than a valid one), not a missing one.
 	for _, bad := range []string{`not json`, `{"cpu":"1"}`, `{"cpu":"lots","memory":"1Gi","timestamp":"2026-11-29T11:59:50Z"}`} {
 		n := node.DeepCopy()
 		n.Annotations["berth.io/node-usage"] = bad
 		n.ResourceVersion = bad
-		if _, ok := src.sample(n); ok {
-			t.Errorf("annotation %q was accepted", bad)
+		if s, ok := src.sample(n); !ok || !s.invalid {
+			t.Errorf("annotation %q: sample %+v, %v; want an invalid sample", bad, s, ok)
 		}
 	}
 	if _, ok := src.sample(st.MakeNode().Name("n2").Obj()); ok {
@@ -410,16 +423,26 @@ func TestPodDeletedHint(t *testing.T) {
 	logger, _ := ktesting.NewTestContext(t)
 	pl, _ := testPlugin(t, fakeSource{"n1": fresh(1000, 1)}, nil) // sampled 10s before now
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	if err := indexer.Add(testNode("n1").Node()); err != nil {
-		t.Fatal(err)
+	for _, n := range []string{"n1", "n2"} { // n2 has no sample
+		if err := indexer.Add(testNode(n).Node()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	pl.nodeLister = corelisters.NewNodeLister(indexer)
 	deleted := func(scheduledAgo time.Duration, node string) *v1.Pod {
 		p := podReq("gone", "1", "")
 		p.Spec.NodeName = node
 		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-scheduledAgo))}}
+		// Running since shortly after it was scheduled.
+		p.Status.Phase = v1.PodRunning
+		for _, c := range p.Spec.Containers {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, v1.ContainerStatus{Name: c.Name,
+				State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-scheduledAgo + time.Second))}}})
+		}
 		return p
 	}
+	notStarted := deleted(5*time.Minute, "n1")
+	notStarted.Status.ContainerStatuses[0].State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "ErrImagePull"}}
 	for _, tc := range []struct {
 		name string
 		pod  *v1.Pod
@@ -428,8 +451,11 @@ func TestPodDeletedHint(t *testing.T) {
 		// Not in the tracker either way: the hint must not depend on it (the
 		// pod informer's handler may already have forgotten the pod).
 		{"assigned after the sample: its estimate is freed", deleted(2*time.Second, "n1"), fwk.Queue},
-		{"included in the sample: nothing changes until the next one", deleted(time.Minute, "n1"), fwk.QueueSkip},
-		{"node without a sample: Score uses requests", deleted(time.Minute, "n2"), fwk.Queue},
+		{"included in the sample: nothing changes until the next one", deleted(5*time.Minute, "n1"), fwk.QueueSkip},
+		{"running for less than the grace period before the sample: its estimate is freed", deleted(time.Minute, "n1"), fwk.Queue},
+		{"never started: its estimate is freed", notStarted, fwk.Queue},
+		{"node without a sample: Score uses requests", deleted(5*time.Minute, "n2"), fwk.Queue},
+		{"node unknown to the lister", deleted(5*time.Minute, "n3"), fwk.Queue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := pl.isSchedulableAfterPodDeleted(logger, podReq("pending", "1", ""), tc.pod, nil)

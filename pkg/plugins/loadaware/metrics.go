@@ -37,9 +37,15 @@ var (
 	missingMetrics = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "missing_metrics_total",
-		Help:           "Filter and Score calls for a node without a sample ('missing') or with one older than metricsExpiration ('stale').",
+		Help:           "Filter and Score calls for a node without a sample ('missing'), with one older than metricsExpiration ('stale'), or with an impossible one ('invalid').",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason", "extension_point"})
+	badSamples = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "bad_samples_total",
+		Help:           "Samples that were corrected or refused, by reason: negative (refused: the node is treated as without metrics and scores lowest), overflow (beyond int64, saturated), future (timestamp after the sample was received, clamped to that time), over-allocatable (clamped to allocatable where used).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
 	estimatedPods = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "estimated_pods",
@@ -50,8 +56,16 @@ var (
 	registerOnce sync.Once
 )
 
+// Reasons of berth_loadaware_bad_samples_total.
+const (
+	badNegative        = "negative"
+	badOverflow        = "overflow"
+	badFuture          = "future"
+	badOverAllocatable = "over-allocatable"
+)
+
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(lastRefresh, refreshErrors, annotationErrors, filteredNodes, missingMetrics, estimatedPods)
+		legacyregistry.MustRegister(lastRefresh, refreshErrors, annotationErrors, filteredNodes, missingMetrics, badSamples, estimatedPods)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,46 @@ type sample struct {
 	cpuMilli  int64
 	memBytes  int64
 	timestamp time.Time
+	// invalid: the source reported something impossible (negative usage, an
+	// annotation that does not decode). Such a node never looks better than
+	// one with a valid sample: Filter treats it as without metrics, and Score
+	// gives it the lowest score instead of falling back to requests.
+	invalid bool
+}
+
+var (
+	maxMilli = resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+	maxUnits = resource.NewQuantity(math.MaxInt64, resource.DecimalSI)
+)
+
+// newSample checks what a source reported, received at the time given:
+// negative usage makes the sample invalid; a value beyond int64 is saturated
+// (it is then clamped to allocatable where used); a timestamp after the
+// sample was received is clamped to that time, so that a skewed or forged
+// clock can neither keep a sample fresh for ever nor hide the pods placed
+// since. Each case is counted in berth_loadaware_bad_samples_total.
+func newSample(cpu, mem resource.Quantity, ts, received time.Time) sample {
+	s := sample{timestamp: ts}
+	if cpu.Sign() < 0 || mem.Sign() < 0 {
+		badSamples.WithLabelValues(badNegative).Inc()
+		s.invalid = true
+		return s
+	}
+	if cpu.Cmp(*maxMilli) > 0 || mem.Cmp(*maxUnits) > 0 {
+		badSamples.WithLabelValues(badOverflow).Inc()
+	}
+	s.cpuMilli, s.memBytes = math.MaxInt64, math.MaxInt64
+	if cpu.Cmp(*maxMilli) <= 0 {
+		s.cpuMilli = cpu.MilliValue()
+	}
+	if mem.Cmp(*maxUnits) <= 0 {
+		s.memBytes = mem.Value()
+	}
+	if ts.After(received) {
+		badSamples.WithLabelValues(badFuture).Inc()
+		s.timestamp = received
+	}
+	return s
 }
 
 // usageSource gives the latest sample of a node. Implementations answer from
@@ -81,13 +122,10 @@ func (s *metricsAPISource) refresh(ctx context.Context) error {
 		return fmt.Errorf("listing NodeMetrics: %w", err)
 	}
 	snap := make(map[string]sample, len(list.Items))
+	received := time.Now()
 	for _, m := range list.Items {
 		// A sample describes the window that ends at its timestamp.
-		snap[m.Name] = sample{
-			cpuMilli:  m.Usage.Cpu().MilliValue(),
-			memBytes:  m.Usage.Memory().Value(),
-			timestamp: m.Timestamp.Time,
-		}
+		snap[m.Name] = newSample(*m.Usage.Cpu(), *m.Usage.Memory(), m.Timestamp.Time, received)
 	}
 	s.snapshot.Store(&snap)
 	s.lastSuccess.Store(time.Now().UnixNano())
@@ -108,8 +146,9 @@ type AnnotationUsage struct {
 	Timestamp metav1.Time       `json:"timestamp"`
 }
 
-// parseAnnotation decodes the annotation; a value without a timestamp is an error.
-func parseAnnotation(value string) (sample, error) {
+// parseAnnotation decodes the annotation, received at the time given; a
+// value without a timestamp is an error.
+func parseAnnotation(value string, received time.Time) (sample, error) {
 	var a AnnotationUsage
 	if err := json.Unmarshal([]byte(value), &a); err != nil {
 		return sample{}, fmt.Errorf("decoding usage annotation: %w", err)
@@ -117,13 +156,14 @@ func parseAnnotation(value string) (sample, error) {
 	if a.Timestamp.IsZero() {
 		return sample{}, fmt.Errorf("decoding usage annotation: timestamp is required")
 	}
-	return sample{cpuMilli: a.CPU.MilliValue(), memBytes: a.Memory.Value(), timestamp: a.Timestamp.Time}, nil
+	return newSample(a.CPU, a.Memory, a.Timestamp.Time, received), nil
 }
 
 // annotationSource reads usage from a node annotation. Parsed values are
 // kept per node and resourceVersion, so a steady node is parsed once.
 type annotationSource struct {
 	key   string
+	now   func() time.Time
 	mu    sync.RWMutex
 	cache map[string]parsedAnnotation
 }
@@ -135,7 +175,7 @@ type parsedAnnotation struct {
 }
 
 func newAnnotationSource(key string) *annotationSource {
-	return &annotationSource{key: key, cache: map[string]parsedAnnotation{}}
+	return &annotationSource{key: key, now: time.Now, cache: map[string]parsedAnnotation{}}
 }
 
 func (s *annotationSource) sample(node *v1.Node) (sample, bool) {
@@ -147,12 +187,15 @@ func (s *annotationSource) sample(node *v1.Node) (sample, bool) {
 	}
 	p = parsedAnnotation{resourceVersion: node.ResourceVersion}
 	if v, ok := node.Annotations[s.key]; ok {
-		u, err := parseAnnotation(v)
+		u, err := parseAnnotation(v, s.now())
 		if err != nil {
+			// An annotation that is there but does not decode is a broken
+			// exporter: the node must not look idle (as one without an
+			// annotation would, scored by its requests).
 			annotationErrors.Inc()
-		} else {
-			p.sample, p.ok = u, true
+			u = sample{invalid: true}
 		}
+		p.sample, p.ok = u, true
 	}
 	s.mu.Lock()
 	s.cache[node.Name] = p
@@ -164,4 +207,21 @@ func (s *annotationSource) forget(nodeName string) {
 	s.mu.Lock()
 	delete(s.cache, nodeName)
 	s.mu.Unlock()
+}
+
+// retain forgets the parsed annotations of the nodes keep refuses.
+func (s *annotationSource) retain(keep func(nodeName string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range s.cache {
+		if !keep(name) {
+			delete(s.cache, name)
+		}
+	}
+}
+
+func (s *annotationSource) len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.cache)
 }

@@ -13,34 +13,49 @@ type estimate struct {
 	memBytes int64
 }
 
-// assignedPod is a pod placed on a node at a time; until a sample newer than
-// that time arrives, the sample does not include it.
+// assignedPod is a pod placed on a node at a time. A sample includes its
+// usage only once the pod has been running for the grace period before the
+// sample was taken: a pod bound but still pulling its image uses nothing yet,
+// and dropping its estimate at the next sample would let a burst pile up
+// again on the same node.
 type assignedPod struct {
 	node string
 	est  estimate
 	at   time.Time
+	// startedAt is when the pod was last seen running (all containers), zero
+	// while it is not.
+	startedAt time.Time
+}
+
+// includedBy reports whether a sample taken at ts includes the pod's usage.
+func (p assignedPod) includedBy(ts time.Time, grace time.Duration) bool {
+	return !p.startedAt.IsZero() && !p.at.After(ts) && ts.Sub(p.startedAt) >= grace
 }
 
 // tracker remembers the pods assigned to nodes recently (assumed by this
 // scheduler in Reserve, or seen bound by the pod informer), so that a burst
 // of pods does not land on the node that looked idle at the last sample.
 type tracker struct {
+	grace  time.Duration
 	mu     sync.RWMutex
 	pods   map[types.UID]assignedPod
 	byNode map[string]map[types.UID]struct{}
 }
 
-func newTracker() *tracker {
-	return &tracker{pods: map[types.UID]assignedPod{}, byNode: map[string]map[types.UID]struct{}{}}
+func newTracker(grace time.Duration) *tracker {
+	return &tracker{grace: grace, pods: map[types.UID]assignedPod{}, byNode: map[string]map[types.UID]struct{}{}}
 }
 
-// add records the pod unless it is already known (a pod this scheduler
-// reserved keeps its Reserve time when the informer later sees it bound).
+// add records the pod, or for a pod already known on the same node, its new
+// running state (a pod this scheduler reserved keeps its Reserve time when
+// the informer later sees it bound).
 func (t *tracker) add(uid types.UID, p assignedPod) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if old, ok := t.pods[uid]; ok {
 		if old.node == p.node {
+			old.startedAt = p.startedAt
+			t.pods[uid] = old
 			return
 		}
 		t.removeLocked(uid)
@@ -74,13 +89,14 @@ func (t *tracker) removeLocked(uid types.UID) {
 	estimatedPods.Set(float64(len(t.pods)))
 }
 
-// pending sums the estimates of the pods assigned to node after since.
+// pending sums the estimates of the pods on node that a sample taken at
+// since does not include.
 func (t *tracker) pending(node string, since time.Time) estimate {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	var sum estimate
 	for uid := range t.byNode[node] {
-		if p := t.pods[uid]; p.at.After(since) {
+		if p := t.pods[uid]; !p.includedBy(since, t.grace) {
 			sum.cpuMilli += p.est.cpuMilli
 			sum.memBytes += p.est.memBytes
 		}
@@ -88,15 +104,16 @@ func (t *tracker) pending(node string, since time.Time) estimate {
 	return sum
 }
 
-// prune forgets pods that a node's sample already includes (the sample is
-// newer than their assignment) and pods older than maxAge, whose nodes'
-// samples have either caught up or expired.
+// prune forgets pods that a node's sample already includes, and running pods
+// that started before maxAge, whose nodes' samples have either caught up or
+// expired. A pod that has not started keeps its estimate until it runs or
+// goes (the pod informer removes deleted and finished pods).
 func (t *tracker) prune(samples func(node string) (time.Time, bool), maxAge time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for uid, p := range t.pods {
 		ts, ok := samples(p.node)
-		if p.at.Before(maxAge) || ok && !p.at.After(ts) {
+		if ok && p.includedBy(ts, t.grace) || !p.startedAt.IsZero() && p.startedAt.Add(t.grace).Before(maxAge) {
 			t.removeLocked(uid)
 		}
 	}
