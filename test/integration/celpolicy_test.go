@@ -98,7 +98,7 @@ var _ = Describe("CELPolicy", Serial, func() {
 		Expect(err.Error()).To(SatisfyAll(
 			ContainSubstring("berth-bad-rule"),
 			ContainSubstring(`"CELPolicy"`),
-			ContainSubstring("rules[1].filter"),
+			ContainSubstring(`rules[1] ("typo").filter`),
 			ContainSubstring("undefined field 'lables'"),
 			ContainSubstring("line 1, column 14"),
 		))

@@ -100,7 +100,7 @@ var _ = Describe("Berth's scheduler", Serial, func() {
 			Expect(err.Error()).To(SatisfyAll(
 				ContainSubstring(`berth-invalid`),
 				ContainSubstring(`"CELPolicy"`),
-				ContainSubstring(`rules[0].weight`),
+				ContainSubstring(`rules[0] ("too-heavy").weight`),
 				ContainSubstring(`must be in the range 1-100`),
 			))
 		})

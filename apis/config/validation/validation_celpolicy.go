@@ -1,6 +1,8 @@
 package validation
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -14,6 +16,16 @@ const MaxCELExpressionLength = 10 * 1024
 
 var supportedCELFailurePolicies = sets.New(config.CELFailurePolicyFail, config.CELFailurePolicyIgnore)
 
+// CELPolicyRulePath is the field path of rule i, which names the rule too,
+// `rules[1] ("gpu-nodes-for-gpu-pods")`: a config with thirty rules is read
+// by name, not by counting.
+func CELPolicyRulePath(path *field.Path, i int, name string) *field.Path {
+	if name == "" {
+		return path.Child("rules").Index(i)
+	}
+	return path.Child(fmt.Sprintf("rules[%d] (%q)", i, name))
+}
+
 // ValidateCELPolicyArgs checks the structure of CELPolicyArgs. Expressions are
 // compiled (and their errors reported under the same paths) by the plugin.
 func ValidateCELPolicyArgs(path *field.Path, args *config.CELPolicyArgs) error {
@@ -24,7 +36,7 @@ func ValidateCELPolicyArgs(path *field.Path, args *config.CELPolicyArgs) error {
 	}
 	names := sets.New[string]()
 	for i, r := range args.Rules {
-		p := rulesPath.Index(i)
+		p := CELPolicyRulePath(path, i, r.Name)
 		switch {
 		case r.Name == "":
 			errs = append(errs, field.Required(p.Child("name"), ""))

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"sync/atomic"
 
@@ -14,13 +15,15 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
-	ktypes "k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+	"k8s.io/utils/lru"
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
@@ -36,17 +39,33 @@ type CELPolicy struct {
 	needNode, needNodeInfo bool
 	cache                  *nodeCache
 	counters               []ruleCounters
-	// lastMatch is the match result of the last pod SignPod or PreFilter
-	// saw: the scheduler signs a pod and then runs PreFilter for it, one pod
-	// at a time, so this saves the second evaluation.
-	lastMatch atomic.Pointer[podMatch]
+	// matches holds recent pods' match results by UID: the scheduling queue
+	// signs a pod when it is added or updated, and PreFilter runs later,
+	// after a burst of other pods perhaps; this saves the second evaluation.
+	matches *lru.Cache
+	// snapshot tells the scheduler's NodeInfos from the copies preemption and
+	// nominated pods make (nil in unit tests without a handle); nodeLister
+	// tells nodes that still exist (a late Filter must not re-cache a deleted one).
+	snapshot   fwk.SharedLister
+	nodeLister corelisters.NodeLister
+	// lastNodeVals memoises the CEL values of the nodes of the last node
+	// event: its queueing hint runs once per pending pod with the same objects.
+	lastNodeVals atomic.Pointer[nodeVals]
 }
+
+// matchCacheSize bounds the match results kept between SignPod and PreFilter.
+const matchCacheSize = 4096
 
 // podMatch is a pod's match result at one resourceVersion; immutable.
 type podMatch struct {
-	uid             ktypes.UID
 	resourceVersion string
 	state           *preFilterState
+}
+
+// nodeVals is the CEL value of one node event's old and new Node objects.
+type nodeVals struct {
+	oldNode, newNode *v1.Node
+	oldVal, newVal   ref.Val
 }
 
 type ruleCounters struct {
@@ -98,7 +117,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, errs.ToAggregate()
 	}
 	registerMetrics()
-	pl := &CELPolicy{env: env, rules: rules, counters: make([]ruleCounters, len(rules))}
+	pl := &CELPolicy{env: env, rules: rules, counters: make([]ruleCounters, len(rules)), matches: lru.New(matchCacheSize)}
 	for i, r := range rules {
 		policy := string(config.CELFailurePolicyFail)
 		if r.ignoreErrors {
@@ -114,7 +133,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		pl.needNodeInfo = pl.needNodeInfo || r.filter.readsNodeInfo() || r.score.readsNodeInfo()
 	}
 	pl.cache = newNodeCache(!pl.needNodeInfo)
+	if h != nil {
+		pl.snapshot = h.SnapshotSharedLister()
+	}
 	if h != nil && h.SharedInformerFactory() != nil {
+		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 		// Forget deleted nodes so that the cache does not grow with node churn.
 		_, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			DeleteFunc: func(obj any) {
@@ -252,15 +275,34 @@ func (pl *CELPolicy) matchPod(logger klog.Logger, pod *v1.Pod) (*preFilterState,
 
 // matchPodOnce is matchPod, reusing the result for the same pod and
 // resourceVersion (a pod without one, as in unit tests, is always matched).
+// Results are kept only for pods whose matched rules do not read the pod in
+// filter or score, which then need no CEL value of the pod: an entry is a few
+// indexes, whatever the pod's size.
 func (pl *CELPolicy) matchPodOnce(logger klog.Logger, pod *v1.Pod) (*preFilterState, error) {
-	if m := pl.lastMatch.Load(); m != nil && pod.ResourceVersion != "" && m.uid == pod.UID && m.resourceVersion == pod.ResourceVersion {
-		return m.state, nil
+	if pod.ResourceVersion != "" {
+		if v, ok := pl.matches.Get(pod.UID); ok {
+			if m := v.(*podMatch); m.resourceVersion == pod.ResourceVersion {
+				return m.state, nil
+			}
+		}
 	}
 	s, err := pl.matchPod(logger, pod)
-	if err == nil {
-		pl.lastMatch.Store(&podMatch{uid: pod.UID, resourceVersion: pod.ResourceVersion, state: s})
+	if err == nil && pod.ResourceVersion != "" && !pl.readsPod(s) {
+		kept := *s
+		kept.pod = nil
+		pl.matches.Add(pod.UID, &podMatch{resourceVersion: pod.ResourceVersion, state: &kept})
 	}
 	return s, err
+}
+
+// readsPod reports whether a rule the pod matched reads the pod in its filter or score.
+func (pl *CELPolicy) readsPod(s *preFilterState) bool {
+	for _, i := range s.matched {
+		if r := pl.rules[i]; r.filter.readsPod() || r.score.readsPod() {
+			return true
+		}
+	}
+	return false
 }
 
 // PreFilter evaluates the rules' match expressions once for the pod. A pod
@@ -333,8 +375,32 @@ func (pl *CELPolicy) nodeStateFor(logger klog.Logger, ni fwk.NodeInfo) *nodeStat
 			s.score[i], s.scoreOK[i] = v, pl.scoreOutcome(logger, i, err, node)
 		}
 	}
-	pl.cache.put(node.Name, s)
+	if pl.cacheable(ni) {
+		pl.cache.put(node.Name, s)
+	}
 	return s
+}
+
+// cacheable reports whether a state built for ni should replace the cached
+// one: ni is the scheduler's own NodeInfo (not a copy that preemption or
+// nominated pods made, whose newer generation would otherwise evict the
+// real node's state and leave it rebuilt on every lookup), and the node
+// still exists (a Filter on a snapshot older than the node's deletion must
+// not bring it back into the cache). Without a handle (unit tests) it is
+// the newest generation that is kept.
+func (pl *CELPolicy) cacheable(ni fwk.NodeInfo) bool {
+	name := ni.Node().Name
+	if pl.nodeLister != nil {
+		if _, err := pl.nodeLister.Get(name); err != nil {
+			return false
+		}
+	}
+	if pl.snapshot == nil || !pl.needNodeInfo {
+		// Without nodeInfo rules a copy shares the Node object: same state.
+		return true
+	}
+	real, err := pl.snapshot.NodeInfos().Get(name)
+	return err != nil || real.GetGeneration() == ni.GetGeneration()
 }
 
 func (pl *CELPolicy) filterOutcome(logger klog.Logger, i int, ok bool, err error, node *v1.Node) outcome {
@@ -507,10 +573,13 @@ func (pl *CELPolicy) SignPod(ctx context.Context, pod *v1.Pod) ([]fwk.SignFragme
 
 // EventsToRegister returns the events that can make a rejected pod
 // schedulable: a node added or changed (labels, taints, allocatable, anything
-// a rule may read), and an assigned pod removed when a rule reads nodeInfo.
+// a rule may read), the pod itself changed (a rule's match or a pod-reading
+// filter may now let it through), and an assigned pod removed when a rule
+// reads nodeInfo.
 func (pl *CELPolicy) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	events := []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable | fwk.UpdateNodeAnnotation | fwk.UpdateNodeCondition}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodUpdate},
 	}
 	if pl.needNodeInfo {
 		events = append(events, fwk.ClusterEventWithHint{
@@ -520,11 +589,46 @@ func (pl *CELPolicy) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWith
 	return events, nil
 }
 
-// isSchedulableAfterNodeChange requeues the pod only if the new node passes
-// every matched filter that can be checked without the scheduler's view of
-// the node (filters reading nodeInfo are assumed to pass).
-func (pl *CELPolicy) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
-	_, node, err := schedutil.As[*v1.Node](nil, newObj)
+// isSchedulableAfterPodUpdate requeues a pod CELPolicy rejected when the pod
+// itself changed in a way its rules can see: the rules it matches (or a
+// failing match) changed, or a rule it matches reads the pod in its filter.
+// It evaluates the matches of the old and the new pod, nothing on nodes.
+func (pl *CELPolicy) isSchedulableAfterPodUpdate(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldPod, newPod, err := schedutil.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if newPod.UID != pod.UID {
+		return fwk.QueueSkip, nil
+	}
+	before, err := pl.matchPod(logger, oldPod)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	after, err := pl.matchPod(logger, newPod)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if !slices.Equal(before.matched, after.matched) || before.failed != after.failed {
+		logger.V(5).Info("Pod change changes the CELPolicy rules it matches", "pod", klog.KObj(pod))
+		return fwk.Queue, nil
+	}
+	for _, i := range after.matched {
+		if pl.rules[i].filter.readsPod() {
+			return fwk.Queue, nil
+		}
+	}
+	return fwk.QueueSkip, nil
+}
+
+// isSchedulableAfterNodeChange requeues the pod only if the node change can
+// be what lets it through CELPolicy: the new node passes every matched
+// filter that can be checked without the scheduler's view of the node, and
+// the old one did not (as upstream's NodeAffinity decides). Filters that read
+// nodeInfo are assumed to pass; they make an added node, or a change of its
+// allocatable, count as a possible cause.
+func (pl *CELPolicy) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldNode, node, err := schedutil.As[*v1.Node](oldObj, newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
@@ -535,23 +639,74 @@ func (pl *CELPolicy) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Po
 	if s.failed != nil {
 		return fwk.QueueSkip, nil
 	}
-	nodeVal, err := pl.env.nodeVal(node)
+	oldVal, newVal, err := pl.nodeValsFor(oldNode, node)
 	if err != nil {
 		return fwk.Queue, err
 	}
-	act := &activation{pod: s.pod, node: nodeVal}
+	passes, readsInfo, err := pl.passesNodeFilters(s, newVal)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if !passes {
+		logger.V(5).Info("Node change does not make the pod schedulable for CELPolicy", "pod", klog.KObj(pod), "node", klog.KObj(node))
+		return fwk.QueueSkip, nil
+	}
+	if oldNode == nil {
+		return fwk.Queue, nil
+	}
+	if readsInfo && !equality.Semantic.DeepEqual(oldNode.Status.Allocatable, node.Status.Allocatable) {
+		return fwk.Queue, nil
+	}
+	passedBefore, _, err := pl.passesNodeFilters(s, oldVal)
+	if err != nil || !passedBefore {
+		return fwk.Queue, err
+	}
+	logger.V(5).Info("Node passed CELPolicy before the change too", "pod", klog.KObj(pod), "node", klog.KObj(node))
+	return fwk.QueueSkip, nil
+}
+
+// passesNodeFilters evaluates the pod's matched filters that do not read
+// nodeInfo on node; readsInfo says whether a matched filter reads nodeInfo.
+func (pl *CELPolicy) passesNodeFilters(s *preFilterState, node ref.Val) (passes, readsInfo bool, err error) {
+	act := &activation{pod: s.pod, node: node}
 	for _, i := range s.matched {
 		r := pl.rules[i]
-		if r.filter == nil || r.filter.readsNodeInfo() {
+		if r.filter == nil {
+			continue
+		}
+		if r.filter.readsNodeInfo() {
+			readsInfo = true
 			continue
 		}
 		ok, err := evalBool(r.filter, act, &pl.counters[i].filter)
 		if err != nil && !r.ignoreErrors || err == nil && !ok {
-			logger.V(5).Info("Node change does not make the pod schedulable for CELPolicy", "pod", klog.KObj(pod), "node", klog.KObj(node), "rule", r.name)
-			return fwk.QueueSkip, nil
+			return false, readsInfo, nil
 		}
 	}
-	return fwk.Queue, nil
+	return true, readsInfo, nil
+}
+
+// nodeValsFor converts a node event's objects to CEL once for all the pods
+// whose hints the event runs; nil without rules that read node.
+func (pl *CELPolicy) nodeValsFor(oldNode, newNode *v1.Node) (ref.Val, ref.Val, error) {
+	if !pl.needNode {
+		return nil, nil, nil
+	}
+	if v := pl.lastNodeVals.Load(); v != nil && v.oldNode == oldNode && v.newNode == newNode {
+		return v.oldVal, v.newVal, nil
+	}
+	v := &nodeVals{oldNode: oldNode, newNode: newNode}
+	var err error
+	if v.newVal, err = pl.env.nodeVal(newNode); err != nil {
+		return nil, nil, err
+	}
+	if oldNode != nil {
+		if v.oldVal, err = pl.env.nodeVal(oldNode); err != nil {
+			return nil, nil, err
+		}
+	}
+	pl.lastNodeVals.Store(v)
+	return v.oldVal, v.newVal, nil
 }
 
 // isSchedulableAfterPodDeleted requeues the pod when a matched filter reads

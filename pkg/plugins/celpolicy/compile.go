@@ -25,6 +25,7 @@ import (
 	generatedopenapi "k8s.io/kubernetes/pkg/generated/openapi"
 
 	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/apis/config/validation"
 )
 
 // Variable names an expression can read.
@@ -335,7 +336,7 @@ func compileRules(e *celEnv, path *field.Path, args *config.CELPolicyArgs) ([]*c
 	var errs field.ErrorList
 	rules := make([]*compiledRule, 0, len(args.Rules))
 	for i, r := range args.Rules {
-		p := path.Child("rules").Index(i)
+		p := validation.CELPolicyRulePath(path, i, r.Name)
 		cr := &compiledRule{
 			name:         r.Name,
 			weight:       int64(r.Weight),

@@ -64,11 +64,12 @@ func (c *nodeCache) get(name string, generation int64, node *v1.Node) *nodeState
 	return nil
 }
 
+// put caches s for the node unless a newer generation is cached (parallel
+// Filters may build states of two generations; the newer one is the node's
+// present). Copies of NodeInfos never get here (CELPolicy.cacheable).
 func (c *nodeCache) put(name string, s *nodeState) {
 	c.mu.Lock()
-	// A NodeInfo copied for preemption has a newer generation than the
-	// cluster's; keeping the newest is right for the next lookups either way.
-	if old := c.nodes[name]; old == nil || old.generation <= s.generation {
+	if old := c.nodes[name]; old == nil || old.generation <= s.generation || c.byNode {
 		c.nodes[name] = s
 	}
 	c.mu.Unlock()
