@@ -5,11 +5,17 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	genericfeatures "k8s.io/apiserver/pkg/features"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
@@ -38,6 +44,20 @@ func secondSchedulerObjects() (setup []*unstructured.Unstructured, config string
 	Expect(err).NotTo(HaveOccurred())
 	Expect(ok).To(BeTrue())
 	return setup, config
+}
+
+// canI asks the API server whether the ServiceAccount may do attrs.
+func canI(ctx SpecContext, attrs authorizationv1.ResourceAttributes) bool {
+	GinkgoHelper()
+	sar, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               serviceAccount,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + berthNamespace, "system:authenticated"},
+			ResourceAttributes: &attrs,
+		},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return sar.Status.Allowed
 }
 
 // startAsServiceAccount runs bin/scheduler with the ConfigMap's config, leader
@@ -87,6 +107,79 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 		// Nothing the scheduler did was denied: LoadAware's NodeMetrics list
 		// included (without its rule it would be forbidden, not "not found").
 		Expect(forbidden.Match(log)).To(BeFalse(), "scheduler log %s has a denied request", logPath)
+	})
+
+	It("cannot read or renew the control plane scheduler's lease, nor its LeaseCandidates; its own lease it can", func(ctx SpecContext) {
+		for _, tc := range []struct {
+			namespace, resource, name, verb string
+			allowed                         bool
+		}{
+			{"kube-system", "leases", "kube-scheduler", "update", false},
+			{"kube-system", "leases", "kube-scheduler", "get", false},
+			{"kube-system", "leases", "", "create", false},
+			{"kube-system", "leasecandidates", "kube-scheduler", "update", false},
+			{"kube-system", "leasecandidates", "", "create", false},
+			{"default", "leases", "kube-scheduler", "update", false},
+			{berthNamespace, "leases", "berth-scheduler", "update", true},
+			{berthNamespace, "leases", "berth-scheduler", "get", true},
+			{berthNamespace, "leases", "", "create", true},
+		} {
+			Expect(canI(ctx, authorizationv1.ResourceAttributes{
+				Namespace: tc.namespace, Verb: tc.verb, Group: "coordination.k8s.io", Resource: tc.resource, Name: tc.name,
+			})).To(Equal(tc.allowed), "%s %s %s/%s", tc.verb, tc.resource, tc.namespace, tc.name)
+		}
+	})
+
+	It("grants everything the API server's system:kube-scheduler grants, but its Lease and LeaseCandidate rules", func(ctx SpecContext) {
+		role, err := env.Client.RbacV1().ClusterRoles().Get(ctx, "system:kube-scheduler", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		checked := 0
+		for _, rule := range role.Rules {
+			for _, group := range rule.APIGroups {
+				for _, resource := range rule.Resources {
+					if group == "coordination.k8s.io" && (resource == "leases" || resource == "leasecandidates") {
+						continue // Berth's own lease only (above)
+					}
+					res, sub, _ := strings.Cut(resource, "/")
+					names := rule.ResourceNames
+					if len(names) == 0 {
+						names = []string{""}
+					}
+					for _, verb := range rule.Verbs {
+						for _, name := range names {
+							Expect(canI(ctx, authorizationv1.ResourceAttributes{
+								Verb: verb, Group: group, Resource: res, Subresource: sub, Name: name,
+							})).To(BeTrue(), "upstream's system:kube-scheduler may %s %s.%s %q; Berth's ClusterRole may not", verb, resource, group, name)
+							checked++
+						}
+					}
+				}
+			}
+		}
+		Expect(checked).To(BeNumerically(">", 20))
+	})
+
+	It("keeps CoordinatedLeaderElection off: the shipped flags set it false, and the config cannot set gates", func() {
+		objs, err := framework.ReadObjects(filepath.Join(root, "manifests", "second-scheduler", "deployment.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		dep := &appsv1.Deployment{}
+		Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(objs[0].Object, dep)).To(Succeed())
+		var gates []string
+		for _, c := range dep.Spec.Template.Spec.Containers {
+			for _, a := range append(append([]string{}, c.Command...), c.Args...) {
+				if v, ok := strings.CutPrefix(a, "--feature-gates="); ok {
+					gates = append(gates, strings.Split(v, ",")...)
+				}
+			}
+		}
+		Expect(gates).To(ContainElement("CoordinatedLeaderElection=false"))
+		Expect(gates).NotTo(ContainElement("CoordinatedLeaderElection=true"))
+		// Parsed by the gate the binary uses: accepted, and off.
+		fg := utilfeature.DefaultMutableFeatureGate.DeepCopy()
+		for _, g := range gates {
+			Expect(fg.Set(g)).To(Succeed())
+		}
+		Expect(fg.Enabled(genericfeatures.CoordinatedLeaderElection)).To(BeFalse())
 	})
 
 	It("is needed: without Berth's leader-election Role the scheduler cannot lead and schedules nothing", func(ctx SpecContext) {
