@@ -103,4 +103,20 @@ var _ = Describe("CELPolicy", Serial, func() {
 			ContainSubstring("line 1, column 14"),
 		))
 	})
+	It("schedules a rejected pod as soon as the pod itself is relabelled so that no rule holds it", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "cel-relabel")
+		createNodes(ctx, framework.NodeSpec{Name: "cel-relabel-1", CPU: "4", Memory: "8Gi", Labels: map[string]string{"pool": "web"}})
+		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "batch", SchedulerName: "celpolicy-batch-pool", CPU: "1",
+			Labels: map[string]string{"tier": "batch"}})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(framework.EventsFor(ctx, env.Client, ns, "batch", "FailedScheduling")).Should(ContainElement(
+			HaveField("Message", ContainSubstring("batch pods run on the batch pool"))))
+
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"tier": "web"}}})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = env.Client.CoreV1().Pods(ns).Patch(ctx, "batch", types.MergePatchType, patch, metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// Only the pod's own update can requeue it here (no node changes).
+		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "batch"), "10s").Should(Equal("cel-relabel-1"))
+	})
 })

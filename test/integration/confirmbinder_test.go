@@ -149,4 +149,13 @@ var _ = Describe("ConfirmBinder", Serial, func() {
 			Should(ContainElement(HaveField("Message", ContainSubstring("host port TCP/8080 is in use"))))
 		Consistently(framework.NodeNameOf(ctx, env.Client, ns, held[0]), "3s").Should(BeEmpty())
 	})
+	It("never refuses what NodeResourcesFit and the kubelet accept: a cluster-level resource Fit ignores and no node advertises", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "cb-ignored")
+		createNodes(ctx, framework.NodeSpec{Name: "cb-i-1", CPU: "4", Memory: "8Gi"})
+		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "licensed", SchedulerName: "confirm-ignored-resources", CPU: "1",
+			Extended: map[string]string{"example.com/licence": "1"}})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "licensed")).Should(Equal("cb-i-1"))
+		Expect(framework.EventsFor(ctx, env.Client, ns, "licensed", "BindConflict")()).To(BeEmpty())
+	})
 })
