@@ -27,7 +27,7 @@ var (
 	conflicts = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "conflicts_total",
-		Help:           "Conflicts caught before binding, by reason (node-deleted, node-cordoned, taint, resource, pods, host-port).",
+		Help:           "Conflicts caught before binding, by reason (node-deleted, node-cordoned, taint, resource, pods, host-port, node-affinity).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 	confirmDuration = metrics.NewHistogram(&metrics.HistogramOpts{
