@@ -643,10 +643,7 @@ func (pl *CELPolicy) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Po
 	if err != nil {
 		return fwk.Queue, err
 	}
-	passes, readsInfo, err := pl.passesNodeFilters(s, newVal)
-	if err != nil {
-		return fwk.Queue, err
-	}
+	passes, readsInfo := pl.passesNodeFilters(s, newVal)
 	if !passes {
 		logger.V(5).Info("Node change does not make the pod schedulable for CELPolicy", "pod", klog.KObj(pod), "node", klog.KObj(node))
 		return fwk.QueueSkip, nil
@@ -657,9 +654,8 @@ func (pl *CELPolicy) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Po
 	if readsInfo && !equality.Semantic.DeepEqual(oldNode.Status.Allocatable, node.Status.Allocatable) {
 		return fwk.Queue, nil
 	}
-	passedBefore, _, err := pl.passesNodeFilters(s, oldVal)
-	if err != nil || !passedBefore {
-		return fwk.Queue, err
+	if passedBefore, _ := pl.passesNodeFilters(s, oldVal); !passedBefore {
+		return fwk.Queue, nil
 	}
 	logger.V(5).Info("Node passed CELPolicy before the change too", "pod", klog.KObj(pod), "node", klog.KObj(node))
 	return fwk.QueueSkip, nil
@@ -667,7 +663,7 @@ func (pl *CELPolicy) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Po
 
 // passesNodeFilters evaluates the pod's matched filters that do not read
 // nodeInfo on node; readsInfo says whether a matched filter reads nodeInfo.
-func (pl *CELPolicy) passesNodeFilters(s *preFilterState, node ref.Val) (passes, readsInfo bool, err error) {
+func (pl *CELPolicy) passesNodeFilters(s *preFilterState, node ref.Val) (passes, readsInfo bool) {
 	act := &activation{pod: s.pod, node: node}
 	for _, i := range s.matched {
 		r := pl.rules[i]
@@ -680,10 +676,10 @@ func (pl *CELPolicy) passesNodeFilters(s *preFilterState, node ref.Val) (passes,
 		}
 		ok, err := evalBool(r.filter, act, &pl.counters[i].filter)
 		if err != nil && !r.ignoreErrors || err == nil && !ok {
-			return false, readsInfo, nil
+			return false, readsInfo
 		}
 	}
-	return true, readsInfo, nil
+	return true, readsInfo
 }
 
 // nodeValsFor converts a node event's objects to CEL once for all the pods

@@ -79,7 +79,7 @@ func TestMalformedSamplesNeverAttractPods(t *testing.T) {
 				best, bestScore = ni.Node().Name, v
 			}
 		}
-		minValid := int64(fwk.MaxScore + 1)
+		minValid := fwk.MaxScore + 1
 		for _, ni := range valid {
 			if v, ok := scores[ni.Node().Name]; ok && v < minValid {
 				minValid = v
