@@ -43,7 +43,7 @@ var (
 	badSamples = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "bad_samples_total",
-		Help:           "Samples that were corrected or refused, by reason: negative (refused: the node is treated as without metrics and scores lowest), overflow (beyond int64, saturated), future (timestamp after the sample was received, clamped to that time), over-allocatable (clamped to allocatable where used).",
+		Help:           "Samples that were corrected or refused, by reason: negative (refused: the node is treated as without metrics and scores lowest), overflow (beyond int64, saturated), future (timestamp after the sample was received, clamped to that time), over-allocatable (clamped to allocatable, counted at each Filter or Score that clamps).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 	estimatedPods = metrics.NewGauge(&metrics.GaugeOpts{
