@@ -180,7 +180,7 @@ func sharedFor(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 			logger.Info("ElasticQuota: namespace has several quotas; the oldest governs", "namespace", eq.Namespace, "count", len(eqs))
 		}
 		if eff := effectiveQuota(eqs); eff != nil {
-			if cur := sh.mgr.quota(eq.Namespace); cur != nil && cur.uid == eff.UID && cur.olderThan(eff.ResourceVersion) {
+			if cur := sh.mgr.quota(eq.Namespace); cur != nil && cur.uid == eff.UID && cur.newerThan(eff.ResourceVersion) {
 				return // a hint already applied a newer event; this informer will catch up
 			}
 			sh.mgr.setQuota(eq.Namespace, newQuota(eff, only))
@@ -451,7 +451,7 @@ func (sh *shared) applyEvent(eq *schedv1alpha1.ElasticQuota, deleted bool) {
 		}
 	case cur == nil:
 		m.setQuota(eq.Namespace, newQuota(eq, sets.New(sh.args.Resources...)))
-	case cur.name == eq.Name && !cur.olderThan(eq.ResourceVersion):
+	case cur.name == eq.Name && !cur.newerThan(eq.ResourceVersion):
 		q := newQuota(eq, sets.New(sh.args.Resources...))
 		if cur.uid != q.uid || cur.resourceVersion != q.resourceVersion || !maps.Equal(cur.min, q.min) || !maps.Equal(cur.max, q.max) {
 			m.setQuota(eq.Namespace, q)

@@ -106,10 +106,10 @@ func newQuota(eq *schedv1alpha1.ElasticQuota, only sets.Set[v1.ResourceName]) *q
 	return q
 }
 
-// olderThan reports whether resource version rv is older than the installed
-// quota's (for the same object, or a re-created one). Versions that cannot be
-// compared (none in unit tests) are not older.
-func (q *quota) olderThan(rv string) bool {
+// newerThan reports whether the installed quota was built from a newer
+// resource version than rv (of the same object, or of one re-created since).
+// Versions that cannot be compared (none in unit tests) are not newer.
+func (q *quota) newerThan(rv string) bool {
 	c, err := resourceversion.CompareResourceVersion(rv, q.resourceVersion)
 	return err == nil && c < 0
 }
