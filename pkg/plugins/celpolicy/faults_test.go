@@ -108,6 +108,20 @@ func TestNodeHintComparesOldAndNew(t *testing.T) {
 			}
 		})
 	}
+	// One node event runs the hint once per pending pod: its nodes are
+	// converted to CEL once.
+	if _, err := hint(logger, batchPod, spot, annotated); err != nil {
+		t.Fatal(err)
+	}
+	converted := pl.lastNodeVals.Load()
+	for range 100 {
+		if _, err := hint(logger, plainPod, spot, annotated); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pl.lastNodeVals.Load() != converted {
+		t.Error("the same node event's objects were converted to CEL again for another pending pod")
+	}
 	// A rule reading nodeInfo may pass once allocatable grows.
 	room := newPlugin(t, config.CELPolicyRule{Name: "room", Filter: "nodeInfo.free['cpu'].isGreaterThan(quantity('2'))"})
 	grown := spot.DeepCopy()
