@@ -115,12 +115,18 @@ func TestConfirmTimeoutBoundsTheLockWait(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	defer close(release)
 	_, ctx := ktesting.NewTestContext(t)
+	slowDone := make(chan struct{})
 	go func() {
+		defer close(slowDone)
 		state := framework.NewCycleState()
 		pl.Reserve(ctx, state, slow, "n1")
 		pl.Bind(ctx, state, slow, "n1")
+	}()
+	// The slow cycle logs through the test's logger: it must end before the test.
+	defer func() {
+		close(release)
+		<-slowDone
 	}()
 	<-listing // slow holds n1's lock
 	done := make(chan *fwk.Status, 1)
