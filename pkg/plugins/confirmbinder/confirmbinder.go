@@ -13,7 +13,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/pkg/quantity"
 )
 
 const (
@@ -379,7 +379,7 @@ func fits(pod *v1.Pod, node *v1.Node, others []*v1.Pod) *conflict {
 			return &conflict{reason: "pods", message: fmt.Sprintf("pods: %d bound, allocatable %d", ir.Used, ir.Capacity)}
 		}
 		return &conflict{reason: "resource", message: fmt.Sprintf("insufficient %s: requested %s, used %s, allocatable %s",
-			ir.ResourceName, quantity(ir.ResourceName, ir.Requested), quantity(ir.ResourceName, ir.Used), quantity(ir.ResourceName, ir.Capacity))}
+			ir.ResourceName, quantity.FromScaled(ir.ResourceName, ir.Requested), quantity.FromScaled(ir.ResourceName, ir.Used), quantity.FromScaled(ir.ResourceName, ir.Capacity))}
 	}
 	switch r.Name {
 	case nodeports.Name:
@@ -428,17 +428,6 @@ func withoutUnadmittedExtendedResources(pod *v1.Pod, ni *framework.NodeInfo) *v1
 	filter(out.Spec.Containers)
 	filter(out.Spec.InitContainers)
 	return out
-}
-
-// quantity formats a resource amount as the API would (milli-CPU, bytes, counts).
-func quantity(name v1.ResourceName, v int64) string {
-	switch name {
-	case v1.ResourceCPU:
-		return resource.NewMilliQuantity(v, resource.DecimalSI).String()
-	case v1.ResourceMemory, v1.ResourceEphemeralStorage:
-		return resource.NewQuantity(v, resource.BinarySI).String()
-	}
-	return resource.NewQuantity(v, resource.DecimalSI).String()
 }
 
 // hostPortMessage names the first of the pod's host ports already in use.

@@ -6,44 +6,25 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
-	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/berth-scheduler/berth/pkg/quantity"
 )
 
 // vec is a resource list in integers: milli-units for cpu, units for the rest.
 type vec map[v1.ResourceName]int64
 
-func value(name v1.ResourceName, q resource.Quantity) int64 {
-	if name == v1.ResourceCPU {
-		return q.MilliValue()
-	}
-	return q.Value()
-}
-
-// quantity turns a vec value back into a Quantity, for messages and status.
-func quantity(name v1.ResourceName, v int64) *resource.Quantity {
-	switch {
-	case name == v1.ResourceCPU:
-		return resource.NewMilliQuantity(v, resource.DecimalSI)
-	case name == v1.ResourceMemory || name == v1.ResourceEphemeralStorage || v1helper.IsHugePageResourceName(name):
-		return resource.NewQuantity(v, resource.BinarySI)
-	default:
-		return resource.NewQuantity(v, resource.DecimalSI)
-	}
-}
-
-func fmtQ(name v1.ResourceName, v int64) string { return quantity(name, v).String() }
+func fmtQ(name v1.ResourceName, v int64) string { return quantity.FromScaled(name, v).String() }
 
 func toVec(list v1.ResourceList) vec {
 	out := make(vec, len(list))
 	for name, q := range list {
-		out[name] = value(name, q)
+		out[name] = quantity.Scaled(name, q)
 	}
 	return out
 }
@@ -55,7 +36,7 @@ func podRequest(pod *v1.Pod) vec {
 	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	out := make(vec, len(reqs)+1)
 	for name, q := range reqs {
-		if v := value(name, q); v != 0 {
+		if v := quantity.Scaled(name, q); v != 0 {
 			out[name] = v
 		}
 	}
@@ -308,7 +289,7 @@ func (m *manager) usedOf(ns string) (v1.ResourceList, *quota) {
 	used := m.nsUsed[ns]
 	out := make(v1.ResourceList, q.accounted.Len())
 	for name := range q.accounted {
-		out[name] = *quantity(name, used[name])
+		out[name] = *quantity.FromScaled(name, used[name])
 	}
 	return out, q
 }
