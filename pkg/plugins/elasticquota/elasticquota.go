@@ -441,9 +441,7 @@ func (sh *shared) applyEvent(eq *schedv1alpha1.ElasticQuota, deleted bool) {
 		return
 	}
 	m := sh.mgr
-	m.mu.RLock()
-	cur := m.quotas[eq.Namespace]
-	m.mu.RUnlock()
+	cur := m.quota(eq.Namespace)
 	switch {
 	case deleted:
 		if cur != nil && cur.name == eq.Name && cur.uid == eq.UID {
