@@ -275,6 +275,27 @@ func (pl *LoadAware) usage(measured, alloc int64, add ...int64) int64 {
 	return measured
 }
 
+// overReason is why est does not fit the node under a threshold, given its
+// sample and the pods placed on it since (ErrReasonCPU, ErrReasonMemory), or
+// "" when it fits.
+func (pl *LoadAware) overReason(node string, smp sample, est estimate, cpuAlloc, memAlloc int64) string {
+	pend := pl.tracker.pending(node, smp.timestamp)
+	switch {
+	case overThreshold(pl.usage(smp.cpuMilli, cpuAlloc, pend.cpuMilli, est.cpuMilli), cpuAlloc, pl.cpuThreshold):
+		return ErrReasonCPU
+	case overThreshold(pl.usage(smp.memBytes, memAlloc, pend.memBytes, est.memBytes), memAlloc, pl.memThreshold):
+		return ErrReasonMemory
+	}
+	return ""
+}
+
+// usable reports whether a sample the source returned may be trusted: there
+// is one, it is valid, and it is not older than metricsExpiration (the
+// queueing hints' check; Filter and Score also count why not, in freshSample).
+func (pl *LoadAware) usable(s sample, ok bool) bool {
+	return ok && !s.invalid && pl.now().Sub(s.timestamp) <= pl.expiration
+}
+
 // overThreshold reports whether used (milli or bytes) exceeds percent of
 // alloc, in floating point so that no product overflows.
 func overThreshold(used, alloc, percent int64) bool {
@@ -299,18 +320,16 @@ func (pl *LoadAware) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		}
 		return nil
 	}
-	pend := pl.tracker.pending(node.Name, smp.timestamp)
 	alloc := nodeInfo.GetAllocatable()
-	reason, counter := "", pl.filteredCPU
-	switch {
-	case overThreshold(pl.usage(smp.cpuMilli, alloc.GetMilliCPU(), pend.cpuMilli, s.est.cpuMilli), alloc.GetMilliCPU(), pl.cpuThreshold):
-		reason = ErrReasonCPU
-	case overThreshold(pl.usage(smp.memBytes, alloc.GetMemory(), pend.memBytes, s.est.memBytes), alloc.GetMemory(), pl.memThreshold):
-		reason, counter = ErrReasonMemory, pl.filteredMem
-	default:
+	reason := pl.overReason(node.Name, smp, s.est, alloc.GetMilliCPU(), alloc.GetMemory())
+	switch reason {
+	case "":
 		return nil
+	case ErrReasonCPU:
+		pl.filteredCPU.Inc()
+	default:
+		pl.filteredMem.Inc()
 	}
-	counter.Inc()
 	pl.rememberRejected(pod)
 	if logger := klog.FromContext(ctx); logger.V(5).Enabled() {
 		logger.V(5).Info("Node over LoadAware threshold", "pod", klog.KObj(pod), "node", klog.KObj(node), "reason", reason)
@@ -586,7 +605,7 @@ func (pl *LoadAware) isSchedulableAfterPodDeleted(_ klog.Logger, _ *v1.Pod, oldO
 	}
 	smp, ok := pl.source.sample(node)
 	gone := assignedPod{at: assignedAt(deleted, pl.now()), startedAt: runningSince(deleted)}
-	if !ok || smp.invalid || pl.now().Sub(smp.timestamp) > pl.expiration || !gone.includedBy(smp.timestamp, pl.tracker.grace) {
+	if !pl.usable(smp, ok) || !gone.includedBy(smp.timestamp, pl.tracker.grace) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
@@ -600,17 +619,13 @@ func (pl *LoadAware) isSchedulableAfterAnnotation(logger klog.Logger, pod *v1.Po
 		return fwk.Queue, err
 	}
 	smp, ok := pl.source.sample(node)
-	if !ok || smp.invalid || pl.now().Sub(smp.timestamp) > pl.expiration {
+	if !pl.usable(smp, ok) {
 		if pl.rejectMissing {
 			return fwk.QueueSkip, nil
 		}
 		return fwk.Queue, nil
 	}
-	est := pl.estimateOf(pod)
-	pend := pl.tracker.pending(node.Name, smp.timestamp)
-	cpuAlloc, memAlloc := node.Status.Allocatable.Cpu().MilliValue(), node.Status.Allocatable.Memory().Value()
-	if overThreshold(pl.usage(smp.cpuMilli, cpuAlloc, pend.cpuMilli, est.cpuMilli), cpuAlloc, pl.cpuThreshold) ||
-		overThreshold(pl.usage(smp.memBytes, memAlloc, pend.memBytes, est.memBytes), memAlloc, pl.memThreshold) {
+	if pl.overReason(node.Name, smp, pl.estimateOf(pod), node.Status.Allocatable.Cpu().MilliValue(), node.Status.Allocatable.Memory().Value()) != "" {
 		logger.V(5).Info("Node still over the LoadAware threshold", "pod", klog.KObj(pod), "node", klog.KObj(node))
 		return fwk.QueueSkip, nil
 	}
