@@ -180,6 +180,10 @@ func TestMapsShrinkWithNodeChurn(t *testing.T) {
 	pl, _ := testPlugin(t, src, func(a *configv1.LoadAwareArgs) { a.Source = configv1.LoadAwareSourceNodeAnnotations })
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	pl.nodeLister = corelisters.NewNodeLister(indexer)
+	src.exists = func(name string) bool { // as New wires it
+		_, err := pl.nodeLister.Get(name)
+		return err == nil
+	}
 	hot := fmt.Sprintf(`{"cpu":"4","memory":"8Gi","timestamp":%q}`, now.Format(time.RFC3339))
 	for i := range 1000 {
 		ni := annotated(fmt.Sprintf("n%d", i), hot)
@@ -197,7 +201,7 @@ func TestMapsShrinkWithNodeChurn(t *testing.T) {
 		// ...and a Filter on a snapshot taken before the deletion parses it again.
 		runFilter(t, pl, podReq(fmt.Sprintf("late%d", i), "1", ""), ni)
 	}
-	pl.prune(src)
+	pl.prune()
 	if n := src.len(); n != 0 {
 		t.Errorf("annotation cache holds %d nodes after every node was deleted, want 0", n)
 	}

@@ -123,6 +123,10 @@ func NewWithMetricsClient(newClient MetricsClientFunc) func(context.Context, run
 			go src.run(ctx)
 		case config.LoadAwareSourceNodeAnnotations:
 			src := newAnnotationSource(args.AnnotationKey)
+			src.exists = func(name string) bool {
+				_, err := pl.nodeLister.Get(name)
+				return err == nil
+			}
 			pl.source = src
 			if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 				DeleteFunc: func(obj any) {
@@ -135,7 +139,7 @@ func NewWithMetricsClient(newClient MetricsClientFunc) func(context.Context, run
 			}
 			// Pods assigned long ago are in the samples, or their node's
 			// sample expired: forget them on the refresh interval's clock.
-			go pl.pruneEvery(ctx, args.MetricsRefreshInterval.Duration, src)
+			go pl.pruneEvery(ctx, args.MetricsRefreshInterval.Duration)
 		}
 		if _, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(pl.podEventHandler()); err != nil {
 			return nil, fmt.Errorf("watching pods: %w", err)
@@ -510,7 +514,7 @@ func (pl *LoadAware) onRefreshFailure(logger klog.Logger, lastSuccess time.Time)
 	}
 }
 
-func (pl *LoadAware) pruneEvery(ctx context.Context, interval time.Duration, src *annotationSource) {
+func (pl *LoadAware) pruneEvery(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -518,22 +522,15 @@ func (pl *LoadAware) pruneEvery(ctx context.Context, interval time.Duration, src
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			pl.prune(src)
+			pl.prune()
 		}
 	}
 }
 
-// prune forgets old estimates and the parsed annotations of nodes that are
-// gone (a Filter that ran on a snapshot taken before a node's deletion may
-// have parsed it again after the informer forgot it).
-func (pl *LoadAware) prune(src *annotationSource) {
+// prune forgets the estimates of running pods whose nodes' samples have
+// caught up or expired.
+func (pl *LoadAware) prune() {
 	pl.tracker.prune(func(string) (time.Time, bool) { return time.Time{}, false }, pl.now().Add(-pl.expiration))
-	if pl.nodeLister != nil {
-		src.retain(func(name string) bool {
-			_, err := pl.nodeLister.Get(name)
-			return err == nil
-		})
-	}
 }
 
 // activateRejected moves the pods Filter rejected back to the active queue.

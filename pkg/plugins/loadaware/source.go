@@ -47,15 +47,16 @@ func newSample(cpu, mem resource.Quantity, ts, received time.Time) sample {
 		s.invalid = true
 		return s
 	}
-	if cpu.Cmp(*maxMilli) > 0 || mem.Cmp(*maxUnits) > 0 {
-		badSamples.WithLabelValues(badOverflow).Inc()
-	}
 	s.cpuMilli, s.memBytes = math.MaxInt64, math.MaxInt64
-	if cpu.Cmp(*maxMilli) <= 0 {
+	cpuFits, memFits := cpu.Cmp(*maxMilli) <= 0, mem.Cmp(*maxUnits) <= 0
+	if cpuFits {
 		s.cpuMilli = cpu.MilliValue()
 	}
-	if mem.Cmp(*maxUnits) <= 0 {
+	if memFits {
 		s.memBytes = mem.Value()
+	}
+	if !cpuFits || !memFits {
+		badSamples.WithLabelValues(badOverflow).Inc()
 	}
 	if ts.After(received) {
 		badSamples.WithLabelValues(badFuture).Inc()
@@ -162,10 +163,14 @@ func parseAnnotation(value string, received time.Time) (sample, error) {
 // annotationSource reads usage from a node annotation. Parsed values are
 // kept per node and resourceVersion, so a steady node is parsed once.
 type annotationSource struct {
-	key   string
-	now   func() time.Time
-	mu    sync.RWMutex
-	cache map[string]parsedAnnotation
+	key string
+	now func() time.Time
+	// exists reports whether a node is still in the scheduler's informer (nil:
+	// always): a Filter on a snapshot older than a node's deletion must not
+	// cache the node again after the deletion handler forgot it.
+	exists func(nodeName string) bool
+	mu     sync.RWMutex
+	cache  map[string]parsedAnnotation
 }
 
 type parsedAnnotation struct {
@@ -197,9 +202,11 @@ func (s *annotationSource) sample(node *v1.Node) (sample, bool) {
 		}
 		p.sample, p.ok = u, true
 	}
-	s.mu.Lock()
-	s.cache[node.Name] = p
-	s.mu.Unlock()
+	if s.exists == nil || s.exists(node.Name) {
+		s.mu.Lock()
+		s.cache[node.Name] = p
+		s.mu.Unlock()
+	}
 	return p.sample, p.ok
 }
 
@@ -207,17 +214,6 @@ func (s *annotationSource) forget(nodeName string) {
 	s.mu.Lock()
 	delete(s.cache, nodeName)
 	s.mu.Unlock()
-}
-
-// retain forgets the parsed annotations of the nodes keep refuses.
-func (s *annotationSource) retain(keep func(nodeName string) bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for name := range s.cache {
-		if !keep(name) {
-			delete(s.cache, name)
-		}
-	}
 }
 
 func (s *annotationSource) len() int {
