@@ -73,46 +73,21 @@ func imageUser() (uid, gid uint32) {
 func effectiveUser(pod *v1.Pod) (uid, gid uint32) {
 	GinkgoHelper()
 	uid, gid = imageUser()
-	for _, sc := range []struct{ u, g *int64 }{
-		{podUser(pod), podGroup(pod)}, // the Pod's, overridden by the container's
-		{ctrUser(pod), ctrGroup(pod)},
-	} {
-		if sc.u != nil {
-			uid = uint32(*sc.u)
+	set := func(u, g *int64) {
+		if u != nil {
+			uid = uint32(*u)
 		}
-		if sc.g != nil {
-			gid = uint32(*sc.g)
+		if g != nil {
+			gid = uint32(*g)
 		}
+	}
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		set(psc.RunAsUser, psc.RunAsGroup)
+	}
+	if sc := pod.Spec.Containers[0].SecurityContext; sc != nil {
+		set(sc.RunAsUser, sc.RunAsGroup)
 	}
 	return uid, gid
-}
-
-func podUser(p *v1.Pod) *int64 {
-	if p.Spec.SecurityContext == nil {
-		return nil
-	}
-	return p.Spec.SecurityContext.RunAsUser
-}
-
-func podGroup(p *v1.Pod) *int64 {
-	if p.Spec.SecurityContext == nil {
-		return nil
-	}
-	return p.Spec.SecurityContext.RunAsGroup
-}
-
-func ctrUser(p *v1.Pod) *int64 {
-	if sc := p.Spec.Containers[0].SecurityContext; sc != nil {
-		return sc.RunAsUser
-	}
-	return nil
-}
-
-func ctrGroup(p *v1.Pod) *int64 {
-	if sc := p.Spec.Containers[0].SecurityContext; sc != nil {
-		return sc.RunAsGroup
-	}
-	return nil
 }
 
 var _ = Describe("the control-plane static Pod", func() {
@@ -150,13 +125,13 @@ var _ = Describe("the control-plane static Pod", func() {
 		for _, m := range ctr.VolumeMounts {
 			mounts[m.MountPath] = hostPaths[m.Name]
 		}
+		// Longest mount first, so /etc/kubernetes/berth wins over /etc/kubernetes.
+		paths := make([]string, 0, len(mounts))
+		for p := range mounts {
+			paths = append(paths, p)
+		}
+		sort.Slice(paths, func(i, j int) bool { return len(paths[i]) > len(paths[j]) })
 		inSandbox := func(s string) string {
-			// Longest mount first, so /etc/kubernetes/berth wins over /etc/kubernetes.
-			paths := make([]string, 0, len(mounts))
-			for p := range mounts {
-				paths = append(paths, p)
-			}
-			sort.Slice(paths, func(i, j int) bool { return len(paths[i]) > len(paths[j]) })
 			for _, p := range paths {
 				s = strings.ReplaceAll(s, p, mounts[p])
 			}
