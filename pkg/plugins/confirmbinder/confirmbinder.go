@@ -35,6 +35,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/pkg/perclient"
 	"github.com/berth-scheduler/berth/pkg/quantity"
 )
 
@@ -78,29 +79,15 @@ type nodeGate struct {
 	inFlight   map[string]map[types.UID]*v1.Pod
 }
 
-var (
-	gatesMu sync.Mutex
-	gates   = map[kubernetes.Interface]*nodeGate{}
-)
+// gates holds the node gate of each scheduler process.
+var gates perclient.Registry[*nodeGate]
 
-// gateFor returns the process's node gate for client, dropping it when ctx
-// (the scheduler's) ends.
+// gateFor returns the process's node gate for client, dropped when ctx (the
+// scheduler's) ends.
 func gateFor(ctx context.Context, client kubernetes.Interface) *nodeGate {
-	gatesMu.Lock()
-	defer gatesMu.Unlock()
-	if g := gates[client]; g != nil {
-		return g
-	}
-	g := &nodeGate{inFlight: map[string]map[types.UID]*v1.Pod{}}
-	gates[client] = g
-	go func() {
-		<-ctx.Done()
-		gatesMu.Lock()
-		defer gatesMu.Unlock()
-		if gates[client] == g {
-			delete(gates, client)
-		}
-	}()
+	g, _ := gates.Get(ctx, client, nil, func() (*nodeGate, error) {
+		return &nodeGate{inFlight: map[string]map[types.UID]*v1.Pod{}}, nil
+	})
 	return g
 }
 

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -38,6 +36,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/pkg/perclient"
 )
 
 const (
@@ -90,10 +89,8 @@ type shared struct {
 	active atomic.Bool
 }
 
-var (
-	sharedMu sync.Mutex
-	states   = map[kubernetes.Interface]*shared{}
-)
+// states holds the quota state of each scheduler process's cluster.
+var states perclient.Registry[*shared]
 
 // New builds ElasticQuota with a client for ElasticQuota objects made from
 // the scheduler's kubeconfig.
@@ -146,14 +143,17 @@ func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, 
 // sharedFor returns the quota state of h's cluster, building it (informers,
 // status writer) on first use. Every profile must configure the same args.
 func sharedFor(ctx context.Context, h fwk.Handle, c versioned.Interface, args *config.ElasticQuotaArgs) (*shared, error) {
-	sharedMu.Lock()
-	defer sharedMu.Unlock()
-	if sh := states[h.ClientSet()]; sh != nil {
+	return states.Get(ctx, h.ClientSet(), func(sh *shared) error {
 		if !apiequality.Semantic.DeepEqual(sh.args, *args) {
-			return nil, fmt.Errorf("ElasticQuota args differ between profiles (%+v and %+v): all profiles share one quota state and must configure it alike", sh.args, *args)
+			return fmt.Errorf("ElasticQuota args differ between profiles (%+v and %+v): all profiles share one quota state and must configure it alike", sh.args, *args)
 		}
-		return sh, nil
-	}
+		return nil
+	}, func() (*shared, error) { return newShared(ctx, h, c, args) })
+}
+
+// newShared builds the quota state: the quota and pod informers, synced, and
+// the status writer, all tied to ctx.
+func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *config.ElasticQuotaArgs) (*shared, error) {
 	if err := checkCRD(ctx, c, crdSyncTimeout); err != nil {
 		return nil, err
 	}
@@ -226,17 +226,6 @@ func sharedFor(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 		return nil, fmt.Errorf("ElasticQuota: the ElasticQuota informer did not sync within %s (can the scheduler list and watch elasticquotas.scheduling.x-k8s.io?)", crdSyncTimeout)
 	}
 	go wait.UntilWithContext(ctx, sh.writeStatus, args.StatusUpdateInterval.Duration)
-	key := h.ClientSet()
-	states[key] = sh
-	go func() {
-		// The scheduler is gone (a test, a benchmark run): so is its state.
-		<-ctx.Done()
-		sharedMu.Lock()
-		defer sharedMu.Unlock()
-		if states[key] == sh {
-			delete(states, key)
-		}
-	}()
 	return sh, nil
 }
 

@@ -53,13 +53,7 @@ type quotaCollector struct {
 func (c *quotaCollector) DescribeWithStability(ch chan<- *metrics.Desc) { ch <- quotaDesc }
 
 func (c *quotaCollector) CollectWithStability(ch chan<- metrics.Metric) {
-	sharedMu.Lock()
-	all := make([]*shared, 0, len(states))
-	for _, sh := range states {
-		all = append(all, sh)
-	}
-	sharedMu.Unlock()
-	for _, sh := range all {
+	for _, sh := range states.All() {
 		sh.mgr.mu.RLock()
 		for ns, q := range sh.mgr.quotas {
 			used := sh.mgr.nsUsed[ns]
