@@ -3,8 +3,10 @@ package scheme
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeschedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	kubeschedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 
@@ -139,5 +141,30 @@ func TestDecodeLoadAwareAndConfirmBinderDefaults(t *testing.T) {
 	want := &config.ConfirmBinderArgs{Confirm: config.ConfirmAlways, TightHeadroomPercent: 10, ConfirmTimeout: cb.ConfirmTimeout, OnConfirmError: config.ConfirmErrorRequeue}
 	if diff := cmp.Diff(want, cb, cmpIgnoreTypeMeta); diff != "" || cb.ConfirmTimeout.Duration.String() != "5s" {
 		t.Errorf("ConfirmBinder args (-want,+got):\n%s (timeout %s)", diff, cb.ConfirmTimeout.Duration)
+	}
+}
+
+func TestDecodeCoschedulingArgs(t *testing.T) {
+	cfg, err := decode(t, berthProfile+`  - name: Coscheduling
+    args:
+      writeStatus: false
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pluginArgs(t, cfg, "Coscheduling").(*config.CoschedulingArgs)
+	want := &config.CoschedulingArgs{
+		ScheduleTimeout:      metav1.Duration{Duration: time.Minute},
+		WriteStatus:          false, // the user's
+		StatusUpdateInterval: metav1.Duration{Duration: time.Second},
+	}
+	if diff := cmp.Diff(want, got, cmpIgnoreTypeMeta); diff != "" {
+		t.Errorf("Coscheduling args (-want,+got):\n%s", diff)
+	}
+	if _, err := decode(t, berthProfile+`  - name: Coscheduling
+    args:
+      scheduleTimeoutSeconds: 10
+`); err == nil || !strings.Contains(err.Error(), `unknown field "scheduleTimeoutSeconds"`) {
+		t.Errorf("want an unknown field error for scheduleTimeoutSeconds, got %v", err)
 	}
 }

@@ -30,6 +30,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&LoadAwareArgs{},
 		&ConfirmBinderArgs{},
 		&ElasticQuotaArgs{},
+		&CoschedulingArgs{},
 	)
 	return nil
 }

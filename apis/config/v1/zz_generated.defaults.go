@@ -31,6 +31,7 @@ import (
 func RegisterDefaults(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&CELPolicyArgs{}, func(obj interface{}) { SetObjectDefaults_CELPolicyArgs(obj.(*CELPolicyArgs)) })
 	scheme.AddTypeDefaultingFunc(&ConfirmBinderArgs{}, func(obj interface{}) { SetObjectDefaults_ConfirmBinderArgs(obj.(*ConfirmBinderArgs)) })
+	scheme.AddTypeDefaultingFunc(&CoschedulingArgs{}, func(obj interface{}) { SetObjectDefaults_CoschedulingArgs(obj.(*CoschedulingArgs)) })
 	scheme.AddTypeDefaultingFunc(&ElasticQuotaArgs{}, func(obj interface{}) { SetObjectDefaults_ElasticQuotaArgs(obj.(*ElasticQuotaArgs)) })
 	scheme.AddTypeDefaultingFunc(&LoadAwareArgs{}, func(obj interface{}) { SetObjectDefaults_LoadAwareArgs(obj.(*LoadAwareArgs)) })
 	return nil
@@ -42,6 +43,10 @@ func SetObjectDefaults_CELPolicyArgs(in *CELPolicyArgs) {
 
 func SetObjectDefaults_ConfirmBinderArgs(in *ConfirmBinderArgs) {
 	SetDefaults_ConfirmBinderArgs(in)
+}
+
+func SetObjectDefaults_CoschedulingArgs(in *CoschedulingArgs) {
+	SetDefaults_CoschedulingArgs(in)
 }
 
 func SetObjectDefaults_ElasticQuotaArgs(in *ElasticQuotaArgs) {

@@ -9,13 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -36,6 +34,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/pkg/crdcheck"
 	"github.com/berth-scheduler/berth/pkg/perclient"
 )
 
@@ -235,47 +234,14 @@ func observePod(m *manager, obj any) {
 	}
 }
 
-// checkCRD fails start-up when the ElasticQuota CRD is not served: the
-// informer would otherwise wait for it forever. An API server that does not
-// answer yet (a control plane booting: the scheduler may start before the API
-// server listens) is asked again with backoff until budget runs out; only an
-// answer that the group or resource is absent is "install the CRD".
+// checkCRD fails start-up when the ElasticQuota CRD is not served.
 func checkCRD(ctx context.Context, c versioned.Interface, budget time.Duration) error {
-	gv := schedv1alpha1.SchemeGroupVersion.String()
-	const hint = "install the CRD from manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml"
-	logger := klog.FromContext(ctx)
-	ctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	var lastErr error
-	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 10 * time.Second}
-	var found bool
-	err := wait.ExponentialBackoffWithContext(ctx, backoff, func(context.Context) (bool, error) {
-		list, err := c.Discovery().ServerResourcesForGroupVersion(gv)
-		switch {
-		case err == nil:
-			for _, r := range list.APIResources {
-				found = found || r.Name == "elasticquotas"
-			}
-			return true, nil
-		case apierrors.IsNotFound(err):
-			return false, fmt.Errorf("ElasticQuota: the API server does not serve %s (%w); %s", gv, err, hint)
-		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-			return false, fmt.Errorf("ElasticQuota: the API server refused discovery of %s (%w); check the scheduler's credentials and RBAC", gv, err)
-		default:
-			lastErr = err
-			logger.Info("ElasticQuota: the API server is not reachable yet; retrying", "groupVersion", gv, "err", err)
-			return false, nil
-		}
-	})
-	switch {
-	case err != nil && lastErr != nil && (errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err)):
-		return fmt.Errorf("ElasticQuota: the API server was not reachable within %s to check that it serves %s (last error: %w); the CRD may well be installed: check the API server and the scheduler's kubeconfig", budget, gv, lastErr)
-	case err != nil:
-		return err
-	case !found:
-		return fmt.Errorf("ElasticQuota: the API server does not serve elasticquotas.%s; %s", gv, hint)
-	}
-	return nil
+	return crdcheck.Served(ctx, c.Discovery(), crdcheck.Resource{
+		Plugin:       Name,
+		GroupVersion: schedv1alpha1.SchemeGroupVersion.String(),
+		Name:         "elasticquotas",
+		CRDFile:      "manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml",
+	}, budget)
 }
 
 // PreEnqueue keeps a pod out of the active queue while its asynchronous
