@@ -8,6 +8,7 @@ import (
 
 	"github.com/berth-scheduler/berth/pkg/plugins/celpolicy"
 	"github.com/berth-scheduler/berth/pkg/plugins/confirmbinder"
+	"github.com/berth-scheduler/berth/pkg/plugins/coscheduling"
 	"github.com/berth-scheduler/berth/pkg/plugins/elasticquota"
 	"github.com/berth-scheduler/berth/pkg/plugins/loadaware"
 )
@@ -17,6 +18,7 @@ func Plugins() runtime.Registry {
 	return runtime.Registry{
 		celpolicy.Name:     celpolicy.New,
 		confirmbinder.Name: confirmbinder.New,
+		coscheduling.Name:  coscheduling.New,
 		elasticquota.Name:  elasticquota.New,
 		loadaware.Name:     loadaware.New,
 	}

@@ -1,0 +1,750 @@
+// Package coscheduling implements Coscheduling: gang scheduling of the pods
+// of scheduler-plugins' PodGroup objects (scheduling.x-k8s.io/v1alpha1,
+// pods labelled scheduling.x-k8s.io/pod-group), so that jobs written for
+// scheduler-plugins (Kubeflow Trainer, mpi-operator) run on Kubernetes 1.37
+// unchanged. A group's members are let into the queue once minMember of them
+// exist, kept adjacent by the queue sort, held at Permit until minMember are
+// placed and then released together; a gang that cannot complete gives back
+// what it holds at once.
+package coscheduling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
+	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/pkg/crdcheck"
+	"github.com/berth-scheduler/berth/pkg/perclient"
+)
+
+const (
+	// Name is the plugin's registry name; its args kind is Name+"Args".
+	Name = "Coscheduling"
+
+	// podGroupResource is the scheduler's name for PodGroup events.
+	podGroupResource fwk.EventResource = "podgroups.v1alpha1.scheduling.x-k8s.io"
+
+	// maxPermitWait is the framework's cap on a Permit wait.
+	maxPermitWait = 15 * time.Minute
+
+	// timerMargin: a waiting member this close to its own Permit timeout
+	// is left to the framework's timer.
+	timerMargin = time.Second
+
+	// syncTimeout bounds the CRD check and the informers' sync at start-up.
+	syncTimeout = time.Minute
+
+	// Event reasons (on the PodGroup, and on pods where said).
+	reasonWaiting        = "GangWaiting"
+	reasonTimeout        = "GangTimeout"
+	reasonReleased       = "GangReleased"
+	reasonScheduled      = "GangScheduled"
+	reasonBindFailed     = "GangMemberBindFailed"
+	reasonTimeoutClamped = "GangTimeoutClamped"
+	reasonYielded        = "GangYielded"
+)
+
+// Coscheduling is the plugin. All its instances in a process (one per
+// profile) share one view of the groups, since they share one cluster.
+type Coscheduling struct {
+	fh     fwk.Handle
+	shared *shared
+}
+
+var (
+	_ fwk.QueueSortPlugin   = &Coscheduling{}
+	_ fwk.PreEnqueuePlugin  = &Coscheduling{}
+	_ fwk.PreFilterPlugin   = &Coscheduling{}
+	_ fwk.PostFilterPlugin  = &Coscheduling{}
+	_ fwk.ReservePlugin     = &Coscheduling{}
+	_ fwk.PermitPlugin      = &Coscheduling{}
+	_ fwk.PostBindPlugin    = &Coscheduling{}
+	_ fwk.EnqueueExtensions = &Coscheduling{}
+	_ fwk.SignPlugin        = &Coscheduling{}
+)
+
+// Name returns the plugin's name.
+func (pl *Coscheduling) Name() string { return Name }
+
+// shared is the gang state of one cluster (one scheduler client).
+type shared struct {
+	mgr      *manager
+	args     config.CoschedulingArgs
+	pgLister pglisters.PodGroupLister
+	pgClient versioned.Interface
+	// fh is the first profile's handle: waiting pods are one map for all
+	// profiles, and events are recorded through it.
+	fh fwk.Handle
+	// activate moves pods back to the active queue (the handle's, or a
+	// test's).
+	activate func(map[string]*v1.Pod)
+	synced   func() bool
+	events   *eventLimiter
+	// rejectMu serialises this plugin's rejections of waiting pods: the
+	// framework's waitingPod.Reject writes its done flag under a read lock
+	// (k8s 1.37.2), so two concurrent Rejects of one pod race.
+	rejectMu sync.Mutex
+}
+
+// states holds the gang state of each scheduler process's cluster.
+var states perclient.Registry[*shared]
+
+// New builds Coscheduling with a client for PodGroups made from the
+// scheduler's kubeconfig.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	if h == nil || h.KubeConfig() == nil {
+		return nil, errors.New("Coscheduling needs the scheduler's kubeconfig")
+	}
+	// kube-scheduler's client speaks protobuf; custom resources are JSON only.
+	cfg := rest.CopyConfig(h.KubeConfig())
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	c, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the PodGroup client: %w", err)
+	}
+	return NewWithClient(c)(ctx, obj, h)
+}
+
+// NewWithClient returns a factory that reads PodGroups with c.
+func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		args, ok := obj.(*config.CoschedulingArgs)
+		if !ok {
+			return nil, fmt.Errorf("want args to be of type CoschedulingArgs, got %T", obj)
+		}
+		if err := validation.ValidateCoschedulingArgs(nil, args); err != nil {
+			return nil, err
+		}
+		if h == nil || h.ClientSet() == nil {
+			return nil, errors.New("Coscheduling needs the scheduler's client")
+		}
+		registerMetrics()
+		sh, err := states.Get(ctx, h.ClientSet(), func(sh *shared) error {
+			if !apiequality.Semantic.DeepEqual(sh.args, *args) {
+				return fmt.Errorf("Coscheduling args differ between profiles (%+v and %+v): all profiles share one view of the pod groups and must configure it alike", sh.args, *args)
+			}
+			return nil
+		}, func() (*shared, error) { return newShared(ctx, h, c, args) })
+		if err != nil {
+			return nil, err
+		}
+		return &Coscheduling{fh: h, shared: sh}, nil
+	}
+}
+
+// newShared builds the gang state: PodGroup and member-pod informers, synced,
+// and the status writer, all tied to ctx.
+func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *config.CoschedulingArgs) (*shared, error) {
+	if err := crdcheck.Served(ctx, c.Discovery(), crdcheck.Resource{
+		Plugin:       Name,
+		GroupVersion: schedv1alpha1.SchemeGroupVersion.String(),
+		Name:         "podgroups",
+		CRDFile:      "manifests/crds/scheduling.x-k8s.io_podgroups.yaml",
+	}, syncTimeout); err != nil {
+		return nil, err
+	}
+	sh := &shared{mgr: newManager(), args: *args, pgClient: c, fh: h}
+	sh.activate = func(pods map[string]*v1.Pod) { h.Activate(klog.FromContext(ctx), pods) }
+	sh.events = newEventLimiter(h)
+	logger := klog.FromContext(ctx)
+
+	pgFactory := externalversions.NewSharedInformerFactory(c, 0)
+	pgInformer := pgFactory.Scheduling().V1alpha1().PodGroups()
+	sh.pgLister = pgInformer.Lister()
+	if _, err := pgInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { sh.podGroupChanged(ctx, obj, false) },
+		UpdateFunc: func(_, obj any) { sh.podGroupChanged(ctx, obj, false) },
+		DeleteFunc: func(obj any) { sh.podGroupChanged(ctx, obj, true) },
+	}); err != nil {
+		return nil, fmt.Errorf("watching PodGroups: %w", err)
+	}
+
+	// Member pods, in every phase (the status counts finished ones, which
+	// the scheduler's own pod informer does not list).
+	podFactory := informers.NewSharedInformerFactoryWithOptions(h.ClientSet(), 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = schedv1alpha1.PodGroupLabel }))
+	podInformer := podFactory.Core().V1().Pods().Informer()
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { sh.podChanged(logger, obj) },
+		UpdateFunc: func(_, obj any) { sh.podChanged(logger, obj) },
+		DeleteFunc: func(obj any) { sh.podDeleted(obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("watching pods of pod groups: %w", err)
+	}
+
+	pgFactory.Start(ctx.Done())
+	podFactory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), pgInformer.Informer().HasSynced) {
+		return nil, fmt.Errorf("Coscheduling: the PodGroup informer did not sync within %s (can the scheduler list and watch podgroups.scheduling.x-k8s.io?)", syncTimeout)
+	}
+	sh.synced = podInformer.HasSynced
+	if args.WriteStatus {
+		go wait.UntilWithContext(ctx, sh.writeStatus, args.StatusUpdateInterval.Duration)
+	}
+	return sh, nil
+}
+
+// podGroupChanged installs a PodGroup's spec; a new or changed group's
+// members are activated (PreEnqueue may now let them in), a deleted group's
+// waiting members are released.
+func (sh *shared) podGroupChanged(ctx context.Context, obj any, deleted bool) {
+	pg, _, err := schedutil.As[*schedv1alpha1.PodGroup](obj, nil)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Coscheduling: unexpected object in the PodGroup informer")
+		return
+	}
+	key := pg.Namespace + "/" + pg.Name
+	if deleted {
+		sh.mgr.setSpec(key, nil)
+		sh.rejectWaiting(key, fmt.Sprintf("pod group %s was deleted", key))
+		return
+	}
+	s := sh.specOf(pg)
+	if s.clamped {
+		sh.events.podGroup(pg, v1.EventTypeWarning, reasonTimeoutClamped,
+			fmt.Sprintf("scheduleTimeoutSeconds %d exceeds the scheduler's 15m cap on a Permit wait; members wait at most 15m", *pg.Spec.ScheduleTimeoutSeconds))
+	}
+	if sh.mgr.setSpec(key, s) {
+		if pods := sh.mgr.pendingMembers(key); len(pods) > 0 {
+			sh.activate(pods)
+		}
+	}
+}
+
+func (sh *shared) specOf(pg *schedv1alpha1.PodGroup) *spec {
+	s := &spec{
+		name: pg.Name, namespace: pg.Namespace, uid: pg.UID, created: pg.CreationTimestamp.Time,
+		minMember: int(pg.Spec.MinMember), minResources: pg.Spec.MinResources,
+		timeout: sh.args.ScheduleTimeout.Duration,
+	}
+	if s.minMember < 1 {
+		s.minMember = 1 // the CRD's minimum; an unset field means a group of one
+	}
+	if t := pg.Spec.ScheduleTimeoutSeconds; t != nil && *t > 0 {
+		s.timeout = time.Duration(*t) * time.Second
+		if s.timeout > maxPermitWait {
+			s.timeout, s.clamped = maxPermitWait, true
+		}
+	}
+	return s
+}
+
+func (sh *shared) podChanged(logger klog.Logger, obj any) {
+	pod, _, err := schedutil.As[*v1.Pod](obj, nil)
+	if err != nil {
+		logger.Error(err, "Coscheduling: unexpected object in the pod informer")
+		return
+	}
+	key, ok := groupKeyOf(pod)
+	if !ok {
+		return
+	}
+	if sh.mgr.observe(key, pod) {
+		// Quorum reached: PreEnqueue gated the members that came before;
+		// the queue re-runs it for pods it activates.
+		logger.V(4).Info("Coscheduling: pod group reached quorum", "podGroup", key)
+		if pods := sh.mgr.pendingMembers(key); len(pods) > 0 {
+			sh.activate(pods)
+		}
+	}
+	if pod.Spec.NodeName != "" {
+		if d, ok := sh.mgr.completion(key); ok {
+			gangLatency.Observe(d.Seconds())
+			if s := sh.mgr.spec(key); s != nil {
+				sh.events.podGroupRef(s, v1.EventTypeNormal, reasonScheduled,
+					fmt.Sprintf("%d members bound in %s", s.minMember, d.Round(time.Millisecond)))
+			}
+		}
+	}
+}
+
+func (sh *shared) podDeleted(obj any) {
+	pod, _, err := schedutil.As[*v1.Pod](obj, nil)
+	if err != nil {
+		return
+	}
+	if key, ok := groupKeyOf(pod); ok {
+		sh.mgr.remove(key, pod.UID)
+	}
+}
+
+// waitingMembers returns the pods of key's group waiting at Permit.
+func (sh *shared) waitingMembers(key string) []fwk.WaitingPod {
+	var out []fwk.WaitingPod
+	sh.fh.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		if k, ok := groupKeyOf(wp.GetPod()); ok && k == key {
+			out = append(out, wp)
+		}
+	})
+	return out
+}
+
+// rejectWaiting releases every member of key's group waiting at Permit.
+// A member whose own Permit timeout fires within timerMargin is left to its
+// timer: the framework's waitingPod.Reject writes its done flag under a read
+// lock (k8s 1.37.2), so a Reject racing the timer's is a data race; this
+// plugin's own Rejects are serialised by rejectMu.
+func (sh *shared) rejectWaiting(key, msg string) int {
+	sh.rejectMu.Lock()
+	defer sh.rejectMu.Unlock()
+	n := 0
+	for _, wp := range sh.waitingMembers(key) {
+		if sh.mgr.timesOutWithin(key, wp.GetPod().UID, timerMargin) {
+			continue
+		}
+		if wp.Reject(Name, msg) {
+			n++
+		}
+	}
+	return n
+}
+
+// QueueSort: Less orders by priority, then by the group's creation time (a
+// pod of no group: its queue timestamp), then by group, then by queue
+// timestamp. Members of a group thus leave the queue one after another, and
+// pods of no group are in exactly PrioritySort's order. Entities that are not
+// pods (upstream's own pod groups) are ordered as PrioritySort orders them.
+func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
+	pa, pb := a.GetPriority(), b.GetPriority()
+	if pa != pb {
+		return pa > pb
+	}
+	ta, ka := pl.sortKey(a)
+	tb, kb := pl.sortKey(b)
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	if ka != kb {
+		return ka < kb
+	}
+	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+type podInfoGetter interface{ GetPodInfo() fwk.PodInfo }
+
+func (pl *Coscheduling) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
+	if e.Type() == fwk.PodKeyType {
+		if pi, ok := e.(podInfoGetter); ok && pi.GetPodInfo() != nil {
+			if key, ok := groupKeyOf(pi.GetPodInfo().GetPod()); ok {
+				if created, ok := pl.shared.mgr.created(key); ok {
+					return created, key
+				}
+			}
+		}
+	}
+	return e.GetTimestamp(), ""
+}
+
+// PreEnqueue keeps a member out of the active queue while its PodGroup does
+// not exist or has fewer than minMember members.
+func (pl *Coscheduling) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
+	key, ok := groupKeyOf(pod)
+	if !ok {
+		return nil
+	}
+	c, s, _, _ := pl.shared.mgr.snapshot(key)
+	if s == nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %q does not exist", key))
+	}
+	if c.ready < s.minMember {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, waitingMessage(c))
+	}
+	return nil
+}
+
+func waitingMessage(c counts) string {
+	return fmt.Sprintf("%s: %d/%d members, waiting for quorum", reasonWaiting, c.ready, c.minMember)
+}
+
+// PreFilter refuses a member whose group is missing, below quorum, marked
+// failed (until an event that may help), or whose minResources exceed the
+// cluster's free capacity.
+func (pl *Coscheduling) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	key, ok := groupKeyOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	sh := pl.shared
+	if !sh.synced() {
+		return nil, fwk.AsStatus(errors.New("Coscheduling: waiting for the pod informer to sync"))
+	}
+	c, s, failed, failedMsg := sh.mgr.snapshot(key)
+	switch {
+	case s == nil:
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %q does not exist", key))
+	case c.ready < s.minMember:
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, waitingMessage(c))
+	case failed:
+		rejectionsTotal.WithLabelValues("gang-failed").Inc()
+		return nil, fwk.NewStatus(fwk.Unschedulable, failedMsg)
+	}
+	if len(s.minResources) > 0 && c.placed < s.minMember {
+		if msg := minResourcesGap(key, s, nodes); msg != "" {
+			rejectionsTotal.WithLabelValues("min-resources").Inc()
+			klog.FromContext(ctx).V(4).Info("Coscheduling: minResources do not fit", "pod", klog.KObj(pod), "podGroup", key, "gap", msg)
+			return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+		}
+	}
+	return nil, nil
+}
+
+// PreFilterExtensions: none (Coscheduling has no Filter).
+func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// PostFilter runs when a member fits no node. In this order:
+//  1. If holds of lower-ranked gangs (priority, then PodGroup creation time)
+//     at Permit are what keeps the member out of some node, those gangs are
+//     released: the highest-ranked gang is never starved by partial holds of
+//     others, so two gangs can never both stay half held.
+//  2. If the member is the last one its gang needs, preemption may help the
+//     whole gang: the status lets DefaultPreemption (after Coscheduling in
+//     the profile's postFilter) try.
+//  3. Otherwise the gang cannot complete now: its own held members are
+//     released (nothing stays assumed for a gang that cannot run) and
+//     preemption is declined (UnschedulableAndUnresolvable stops the
+//     PostFilter plugins after this one): no victims for a gang that would
+//     still not complete.
+func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	key, ok := groupKeyOf(pod)
+	if !ok {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	sh := pl.shared
+	logger := klog.FromContext(ctx)
+	if released := pl.yieldLowerRanked(ctx, state, pod, key); len(released) > 0 {
+		msg := fmt.Sprintf("released the members held at Permit by lower-ranked pod groups %s for pod group %s", strings.Join(released, ", "), key)
+		logger.V(3).Info("Coscheduling: "+msg, "pod", klog.KObj(pod))
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	}
+	c, s, _, _ := sh.mgr.snapshot(key)
+	if s == nil {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %q does not exist", key))
+	}
+	if c.placed+1 >= s.minMember {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("pod group %s: %d/%d members placed, this is the last one needed", key, c.placed, s.minMember))
+	}
+	msg := fmt.Sprintf("pod group %s cannot be placed now: %d/%d members placed and %s fits no node; members held at Permit were released, preemption declined for a gang that would still not complete", key, c.placed, s.minMember, pod.Name)
+	sh.mgr.markFailed(key, fmt.Sprintf("pod group %s could not be placed at %s; waiting for a change in the cluster", key, time.Now().UTC().Format(time.RFC3339)))
+	if n := sh.rejectWaiting(key, msg); n > 0 {
+		rejectionsTotal.WithLabelValues("member-unschedulable").Add(float64(n))
+		sh.events.podGroupRef(s, v1.EventTypeWarning, reasonReleased, msg)
+	}
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+}
+
+// rank orders gangs: higher priority first, then the older PodGroup, then the key.
+type rank struct {
+	priority int32
+	created  time.Time
+	key      string
+}
+
+func (r rank) above(o rank) bool {
+	if r.priority != o.priority {
+		return r.priority > o.priority
+	}
+	if !r.created.Equal(o.created) {
+		return r.created.Before(o.created)
+	}
+	return r.key < o.key
+}
+
+// yieldLowerRanked releases gangs ranked below pod's whose members, held at
+// Permit, occupy a node where pod would fit without them. The lowest-ranked
+// such gangs are released first, and only as many as needed for one node.
+func (pl *Coscheduling) yieldLowerRanked(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key string) []string {
+	sh := pl.shared
+	created, _ := sh.mgr.created(key)
+	me := rank{priority: corev1helpers.PodPriority(pod), created: created, key: key}
+	// Held members of lower-ranked gangs, by gang.
+	held := map[string][]*v1.Pod{}
+	ranks := map[string]rank{}
+	sh.fh.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
+		p := wp.GetPod()
+		k, ok := groupKeyOf(p)
+		if !ok || k == key || !slices.Contains(wp.GetPendingPlugins(), Name) {
+			return
+		}
+		c, _ := sh.mgr.created(k)
+		r := rank{priority: corev1helpers.PodPriority(p), created: c, key: k}
+		if me.above(r) {
+			held[k] = append(held[k], p)
+			ranks[k] = r
+		}
+	})
+	if len(held) == 0 {
+		return nil
+	}
+	gangs := make([]string, 0, len(held))
+	for k := range held {
+		gangs = append(gangs, k)
+	}
+	slices.SortFunc(gangs, func(a, b string) int { // lowest rank first
+		if ranks[a].above(ranks[b]) {
+			return 1
+		}
+		return -1
+	})
+	logger := klog.FromContext(ctx)
+	// Release the fewest lowest-ranked gangs that make one node fit.
+	for n := 1; n <= len(gangs); n++ {
+		if pl.fitsWithout(ctx, state, pod, held, gangs[:n]) {
+			for _, k := range gangs[:n] {
+				msg := fmt.Sprintf("pod group %s yields its held members to higher-ranked pod group %s", k, key)
+				released := sh.rejectWaiting(k, msg)
+				rejectionsTotal.WithLabelValues("yielded").Add(float64(released))
+				sh.mgr.markFailed(k, msg)
+				if s := sh.mgr.spec(k); s != nil {
+					sh.events.podGroupRef(s, v1.EventTypeNormal, reasonYielded, msg)
+				}
+				logger.V(4).Info("Coscheduling: gang yields", "podGroup", k, "to", key, "released", released)
+			}
+			return gangs[:n]
+		}
+	}
+	return nil
+}
+
+// fitsWithout reports whether pod passes every Filter plugin on some node
+// that holds members of gangs, once all those members are removed from it.
+func (pl *Coscheduling) fitsWithout(ctx context.Context, state fwk.CycleState, pod *v1.Pod, held map[string][]*v1.Pod, gangs []string) bool {
+	byNode := map[string][]*v1.Pod{}
+	for _, k := range gangs {
+		for _, p := range held[k] {
+			if p.Spec.NodeName != "" {
+				byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+			}
+		}
+	}
+	logger := klog.FromContext(ctx)
+	for nodeName, pods := range byNode {
+		ni, err := pl.fh.SnapshotSharedLister().NodeInfos().Get(nodeName)
+		if err != nil {
+			continue
+		}
+		ni = ni.Snapshot()
+		s := state.Clone()
+		removed := true
+		for _, p := range pods {
+			pi, err := framework.NewPodInfo(p)
+			if err != nil || ni.RemovePod(logger, p) != nil {
+				removed = false
+				break
+			}
+			if st := pl.fh.RunPreFilterExtensionRemovePod(ctx, s, pod, pi, ni); !st.IsSuccess() {
+				removed = false
+				break
+			}
+		}
+		if removed && pl.fh.RunFilterPluginsWithNominatedPods(ctx, s, pod, ni).IsSuccess() {
+			return true
+		}
+	}
+	return false
+}
+
+// Reserve counts the member as placed.
+func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+	if key, ok := groupKeyOf(pod); ok {
+		pl.shared.mgr.reserve(key, pod.UID)
+	}
+	return nil
+}
+
+// Unreserve undoes Reserve. A member that leaves Permit without its gang
+// (rejected, timed out, deleted) takes the gang's other held members with
+// it, so that no resources stay assumed for a gang that will not run. A
+// member whose binding failed after the gang was released is retried at once
+// and the gang stands: its bound members stay bound.
+func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	key, ok := groupKeyOf(pod)
+	if !ok {
+		return
+	}
+	sh := pl.shared
+	wasAllowed, waited := sh.mgr.unreserve(key, pod.UID)
+	s := sh.mgr.spec(key)
+	if wasAllowed {
+		bindFailuresTotal.Inc()
+		if s != nil {
+			sh.events.podGroupRef(s, v1.EventTypeWarning, reasonBindFailed,
+				fmt.Sprintf("member %s was released with its gang but its binding failed; it is retried at once and still counts toward minMember", pod.Name))
+		}
+		sh.activate(map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+		return
+	}
+	if s == nil {
+		sh.rejectWaiting(key, fmt.Sprintf("pod group %s does not exist", key))
+		return
+	}
+	reason, label := fmt.Sprintf("pod group %s: member %s left Permit before the gang was complete", key, pod.Name), "member-released"
+	if waited > 0 && waited >= s.timeout {
+		reason, label = fmt.Sprintf("pod group %s: member %s waited %s at Permit (scheduleTimeout) without the gang completing", key, pod.Name, s.timeout), "timeout"
+	}
+	if n := sh.rejectWaiting(key, reason+"; the gang's held members are released"); n > 0 || label == "timeout" {
+		rejectionsTotal.WithLabelValues(label).Add(float64(n + 1))
+		ev := reasonReleased
+		if label == "timeout" {
+			ev = reasonTimeout
+		}
+		sh.events.podGroupRef(s, v1.EventTypeWarning, ev, reason)
+		klog.FromContext(ctx).V(4).Info("Coscheduling: gang released", "podGroup", key, "members", n, "reason", reason)
+	}
+}
+
+// Permit holds the member until minMember members of its group are placed,
+// then releases all of them.
+func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) (*fwk.Status, time.Duration) {
+	key, ok := groupKeyOf(pod)
+	if !ok {
+		return nil, 0
+	}
+	sh := pl.shared
+	s := sh.mgr.spec(key)
+	if s == nil {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %q does not exist", key)), 0
+	}
+	released, c := sh.mgr.permit(key, pod.UID)
+	if released {
+		for _, wp := range sh.waitingMembers(key) {
+			wp.Allow(Name)
+		}
+		klog.FromContext(ctx).V(4).Info("Coscheduling: gang released", "podGroup", key, "placed", c.placed, "minMember", s.minMember)
+		return nil, 0
+	}
+	// The first member to wait brings its siblings out of backoff.
+	if c.placed == 1 {
+		if pods := sh.mgr.pendingMembers(key); len(pods) > 0 {
+			if d, err := state.Read(framework.PodsToActivateKey); err == nil {
+				if pa, ok := d.(*framework.PodsToActivate); ok {
+					pa.Lock()
+					for k, p := range pods {
+						pa.Map[k] = p
+					}
+					pa.Unlock()
+				}
+			}
+		}
+	}
+	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("pod group %s: %d/%d members placed, waiting for the rest", key, c.placed, s.minMember)), s.timeout
+}
+
+// PostBind: nothing to do per pod; the latency metric is observed when the
+// informer sees the last needed member bound. Present so the plugin can be
+// listed at every point in multiPoint without surprises.
+func (pl *Coscheduling) PostBind(context.Context, fwk.CycleState, *v1.Pod, string) {}
+
+// SignPod signs members with their group, so members of one group can be
+// batched together and never with another group's; other pods get no
+// fragment. Coscheduling has no Filter or Score, so batching stays on.
+func (pl *Coscheduling) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if key, ok := groupKeyOf(pod); ok {
+		return []fwk.SignFragment{{Key: "berth.dev/Coscheduling.PodGroup", Value: key}}, nil
+	}
+	return nil, nil
+}
+
+// EventsToRegister: a PodGroup appearing or changing (PreEnqueue, the failed
+// mark), a member pod appearing (quorum; also reached by activation), and
+// what can make room for a gang that did not fit: a node added or changed,
+// an assigned pod deleted.
+func (pl *Coscheduling) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: podGroupResource, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.isSchedulableAfterPodGroupChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: pl.isSchedulableAfterMemberAdded},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: pl.isSchedulableAfterClusterChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterClusterChange},
+	}, nil
+}
+
+func (pl *Coscheduling) isSchedulableAfterPodGroupChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	key, ok := groupKeyOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	n, err := toPodGroup(newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if n.Namespace+"/"+n.Name != key {
+		return fwk.QueueSkip, nil
+	}
+	if oldObj != nil {
+		if o, err := toPodGroup(oldObj); err == nil && apiequality.Semantic.DeepEqual(o.Spec, n.Spec) {
+			return fwk.QueueSkip, nil // a status write
+		}
+	}
+	pl.shared.mgr.clearFailed(key)
+	logger.V(5).Info("Coscheduling: PodGroup changed", "pod", klog.KObj(pod), "podGroup", key)
+	return fwk.Queue, nil
+}
+
+func (pl *Coscheduling) isSchedulableAfterMemberAdded(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	key, ok := groupKeyOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	_, added, err := schedutil.As[*v1.Pod](nil, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if k, ok := groupKeyOf(added); ok && k == key {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// isSchedulableAfterClusterChange: a node or a freed pod may make room for
+// a gang that did not fit; the gang is let try again.
+func (pl *Coscheduling) isSchedulableAfterClusterChange(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	key, ok := groupKeyOf(pod)
+	if !ok {
+		return fwk.QueueSkip, nil
+	}
+	pl.shared.mgr.clearFailed(key)
+	return fwk.Queue, nil
+}
+
+// toPodGroup reads a typed or unstructured PodGroup (the scheduler's dynamic
+// informer hands hints unstructured objects).
+func toPodGroup(obj any) (*schedv1alpha1.PodGroup, error) {
+	if pg, ok := obj.(*schedv1alpha1.PodGroup); ok {
+		return pg, nil
+	}
+	u, ok := obj.(runtime.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("want a PodGroup, got %T", obj)
+	}
+	pg := &schedv1alpha1.PodGroup{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), pg); err != nil {
+		return nil, fmt.Errorf("converting a PodGroup: %w", err)
+	}
+	return pg, nil
+}

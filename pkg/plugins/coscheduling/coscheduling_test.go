@@ -1,0 +1,577 @@
+package coscheduling
+
+import (
+	"context"
+	"math/rand"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/berth-scheduler/berth/apis/config"
+)
+
+func queued(t *testing.T, pod *v1.Pod, ts time.Time) *framework.QueuedPodInfo {
+	t.Helper()
+	pi, err := framework.NewPodInfo(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &framework.QueuedPodInfo{PodInfo: pi, QueueingParams: framework.QueueingParams{Timestamp: ts}}
+}
+
+// For pods of no group, Less must be PrioritySort's Less, pair by pair.
+func TestLessEqualsPrioritySortForPodsOfNoGroup(t *testing.T) {
+	s := newSim(t, nil, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, nil)
+	ps := &queuesort.PrioritySort{}
+	t0 := time.Unix(1_700_000_000, 0)
+	rng := rand.New(rand.NewSource(1))
+	var infos []*framework.QueuedPodInfo
+	for i := range 60 {
+		p := st.MakePod().Namespace(testNS).Name("p" + string(rune('a'+i%26)) + string(rune('a'+i/26))).Priority(int32(rng.Intn(3) * 100)).Obj()
+		if i%7 == 0 {
+			p.Labels = map[string]string{"app": "x"} // labels that are not a group change nothing
+		}
+		infos = append(infos, queued(t, p, t0.Add(time.Duration(rng.Intn(5))*time.Second)))
+	}
+	for _, a := range infos {
+		for _, b := range infos {
+			if got, want := s.pl.Less(a, b), ps.Less(a, b); got != want {
+				t.Fatalf("Less(%s prio %d at %s, %s prio %d at %s) = %v, PrioritySort says %v",
+					a.Pod.Name, a.GetPriority(), a.Timestamp, b.Pod.Name, b.GetPriority(), b.Timestamp, got, want)
+			}
+		}
+	}
+	// The table upstream's own test uses.
+	low, high := int32(10), int32(100)
+	for _, tc := range []struct {
+		name   string
+		p1, p2 *framework.QueuedPodInfo
+		want   bool
+	}{
+		{"p1 lower priority", queued(t, st.MakePod().Priority(low).Obj(), t0), queued(t, st.MakePod().Priority(high).Obj(), t0), false},
+		{"p1 higher priority", queued(t, st.MakePod().Priority(high).Obj(), t0), queued(t, st.MakePod().Priority(low).Obj(), t0), true},
+		{"equal priority, p1 earlier", queued(t, st.MakePod().Priority(high).Obj(), t0), queued(t, st.MakePod().Priority(high).Obj(), t0.Add(time.Second)), true},
+		{"equal priority, p2 earlier", queued(t, st.MakePod().Priority(high).Obj(), t0.Add(time.Second)), queued(t, st.MakePod().Priority(high).Obj(), t0), false},
+		{"equal priority and time", queued(t, st.MakePod().Priority(high).Obj(), t0), queued(t, st.MakePod().Priority(high).Obj(), t0), false},
+	} {
+		if got := s.pl.Less(tc.p1, tc.p2); got != tc.want || got != ps.Less(tc.p1, tc.p2) {
+			t.Errorf("%s: Less = %v, want %v (PrioritySort: %v)", tc.name, got, tc.want, ps.Less(tc.p1, tc.p2))
+		}
+	}
+}
+
+// upstreamGroup stands for an entity of upstream's own pod-group queueing.
+type upstreamGroup struct {
+	framework.QueueingParams
+	priority int32
+}
+
+func (u *upstreamGroup) Type() fwk.EntityKeyType { return fwk.PodGroupKeyType }
+func (u *upstreamGroup) GetPriority() int32      { return u.priority }
+
+func TestLessKeepsGroupsAdjacent(t *testing.T) {
+	s := newSim(t, nil, []*schedv1alpha1.PodGroup{podGroup("old", 3, 0), podGroup("new", 3, 50)}, nil)
+	t0 := time.Unix(1_700_000_100, 0)
+	var infos []fwk.QueuedEntityInfo
+	// Members arrive interleaved with each other and with pods of no group.
+	for i := range 3 {
+		infos = append(infos,
+			queued(t, memberPod("new", i), t0.Add(time.Duration(3*i)*time.Second)),
+			queued(t, memberPod("old", i), t0.Add(time.Duration(3*i+1)*time.Second)),
+			queued(t, st.MakePod().Namespace(testNS).Name("solo-"+string(rune('a'+i))).Obj(), t0.Add(time.Duration(3*i+2)*time.Second-time.Duration(100+i)*time.Second)))
+	}
+	infos = append(infos,
+		queued(t, st.MakePod().Namespace(testNS).Name("urgent").Priority(1000).Obj(), t0.Add(time.Hour)),
+		&upstreamGroup{QueueingParams: framework.QueueingParams{Timestamp: t0.Add(-time.Hour)}},
+	)
+	rand.New(rand.NewSource(2)).Shuffle(len(infos), func(i, j int) { infos[i], infos[j] = infos[j], infos[i] })
+	slices.SortStableFunc(infos, func(a, b fwk.QueuedEntityInfo) int {
+		switch {
+		case s.pl.Less(a, b):
+			return -1
+		case s.pl.Less(b, a):
+			return 1
+		}
+		return 0
+	})
+	var got []string
+	for _, e := range infos {
+		if q, ok := e.(*framework.QueuedPodInfo); ok {
+			got = append(got, q.Pod.Name)
+		} else {
+			got = append(got, "upstream-group")
+		}
+	}
+	// Priority first; then by time: the group's creation (old at t0-100s,
+	// new at t0-50s) or a solo pod's queue time (t0-98s, t0-96s, t0-94s);
+	// members adjacent, in queue order.
+	want := []string{"urgent", "upstream-group", "old-0", "old-1", "old-2", "solo-a", "solo-b", "solo-c", "new-0", "new-1", "new-2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("queue order (-want,+got):\n%s", diff)
+	}
+}
+
+func TestPreEnqueueQuorum(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1)}
+	gated := memberPod("g", 2)
+	gated.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/wait"}}
+	pods = append(pods, gated)
+	s := newSim(t, nil, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
+	ctx := s.ctx
+
+	if st := s.pl.PreEnqueue(ctx, st.MakePod().Name("solo").Obj()); !st.IsSuccess() {
+		t.Errorf("pod of no group: %v, want success", st)
+	}
+	orphan := memberPod("missing", 0)
+	if st := s.pl.PreEnqueue(ctx, orphan); st.Code() != fwk.UnschedulableAndUnresolvable || st.Message() != `pod group "jobs/missing" does not exist` {
+		t.Errorf("pod of a missing group: %v", st)
+	}
+	// Two members can run; the gated one does not count.
+	st := s.pl.PreEnqueue(ctx, pods[0])
+	if st.Code() != fwk.UnschedulableAndUnresolvable || st.Message() != "GangWaiting: 2/3 members, waiting for quorum" {
+		t.Errorf("below quorum: %v", st)
+	}
+	// A third member appears: quorum; the waiting members are activated.
+	s.createPod(memberPod("g", 3))
+	s.waitFor("quorum", func() bool { return s.pl.PreEnqueue(ctx, pods[0]).IsSuccess() })
+	s.waitFor("activation", func() bool {
+		s.rec.mu.Lock()
+		defer s.rec.mu.Unlock()
+		got := sets.New(s.rec.activated...)
+		return got.Equal(sets.New("jobs/g-0", "jobs/g-1", "jobs/g-3"))
+	})
+	// The group appears: its members are activated.
+	if _, err := s.pgc.SchedulingV1alpha1().PodGroups(testNS).Create(ctx, podGroup("missing", 1, 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.createPod(orphan)
+	s.waitFor("the group", func() bool { return s.pl.PreEnqueue(ctx, orphan).IsSuccess() })
+}
+
+func TestGangReleasedTogether(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2)}
+	s := newSim(t, []*v1.Node{node("n1", "2"), node("n2", "2")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
+	for i, p := range pods[:2] {
+		if st := s.schedule(p); !st.IsWait() {
+			t.Fatalf("member %d: %v, want Wait", i, st)
+		}
+	}
+	if got := s.waiting(); len(got) != 2 || len(s.boundPods()) != 0 {
+		t.Fatalf("before the last member: waiting %v, bound %v", got, s.boundPods())
+	}
+	if st := s.schedule(pods[2]); !st.IsSuccess() {
+		t.Fatalf("last member: %v, want success", st)
+	}
+	s.settle()
+	if got := s.boundPods(); len(got) != 3 {
+		t.Fatalf("bound %v, want all three", got)
+	}
+	s.waitFor("the latency", func() bool {
+		s.pl.shared.mgr.mu.RLock()
+		defer s.pl.shared.mgr.mu.RUnlock()
+		return s.pl.shared.mgr.groups["jobs/g"].completed
+	})
+}
+
+// A member that fits nowhere releases the members held at Permit at once,
+// declines preemption, and the group waits for an event that may help.
+func TestMemberThatFitsNowhereReleasesTheGang(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2), memberPod("g", 3), memberPod("g", 4)}
+	s := newSim(t, []*v1.Node{node("n1", "3")}, []*schedv1alpha1.PodGroup{podGroup("g", 5, 0)}, pods)
+	for _, p := range pods[:3] {
+		if st := s.schedule(p); !st.IsWait() {
+			t.Fatalf("%s: %v, want Wait", p.Name, st)
+		}
+	}
+	st := s.schedule(pods[3])
+	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "preemption declined") {
+		t.Fatalf("the fourth member: %v, want preemption declined", st)
+	}
+	s.waitDone("g-0", "g-1", "g-2")
+	if w, b := s.waiting(), s.boundPods(); len(w) != 0 || len(b) != 0 {
+		t.Fatalf("after the release: waiting %v, bound %v; want nothing held or bound", w, b)
+	}
+	ni, _ := s.snapshot.NodeInfos().Get("n1")
+	if n := len(ni.GetPods()); n != 0 {
+		t.Errorf("%d pods still assumed on n1, want 0", n)
+	}
+	// Until something changes, the group is refused in PreFilter, cheaply.
+	_, pst, _ := s.f.RunPreFilterPlugins(s.ctx, framework.NewCycleState(), pods[0])
+	if pst.Code() != fwk.Unschedulable || !strings.Contains(pst.Message(), "could not be placed") {
+		t.Errorf("PreFilter after the failure: %v", pst)
+	}
+	// A node is added: the hint queues the member and lets the group try.
+	hint, err := s.pl.isSchedulableAfterClusterChange(ktesting.NewLogger(t, ktesting.NewConfig()), pods[0], nil, node("n2", "4"))
+	if err != nil || hint != fwk.Queue {
+		t.Fatalf("node-add hint: %v, %v", hint, err)
+	}
+	if _, pst, _ := s.f.RunPreFilterPlugins(s.ctx, framework.NewCycleState(), pods[0]); !pst.IsSuccess() {
+		t.Errorf("PreFilter after the hint: %v", pst)
+	}
+	if ev := strings.Join(s.rec.Events(), "\n"); !strings.Contains(ev, "Warning GangReleased g:") {
+		t.Errorf("events %s; want GangReleased on the PodGroup", ev)
+	}
+}
+
+// The last member a gang needs may preempt: the status lets DefaultPreemption run.
+func TestLastMemberMayPreempt(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1)}
+	s := newSim(t, []*v1.Node{node("n1", "1")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, pods)
+	if st := s.schedule(pods[0]); !st.IsWait() {
+		t.Fatal(st)
+	}
+	st := s.schedule(pods[1])
+	if st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "last one needed") {
+		t.Fatalf("last member: %v, want Unschedulable (preemption may run)", st)
+	}
+	if w := s.waiting(); len(w) != 1 {
+		t.Errorf("waiting %v: the held member must stay while preemption may complete the gang", w)
+	}
+}
+
+// Two gangs that each fit alone but not together, scheduled interleaved:
+// the older gang completes, the younger holds nothing.
+func TestTwoGangsNeverBothHalfHeld(t *testing.T) {
+	a := []*v1.Pod{memberPod("a", 0), memberPod("a", 1), memberPod("a", 2)}
+	b := []*v1.Pod{memberPod("b", 0), memberPod("b", 1), memberPod("b", 2)}
+	s := newSim(t, []*v1.Node{node("n1", "2"), node("n2", "2")},
+		[]*schedv1alpha1.PodGroup{podGroup("a", 3, 0), podGroup("b", 3, 10)}, append(slices.Clone(a), b...))
+	for i := range 2 { // a0 b0 a1 b1: four slots taken, both gangs half held
+		for _, p := range []*v1.Pod{a[i], b[i]} {
+			if st := s.schedule(p); !st.IsWait() {
+				t.Fatalf("%s: %v, want Wait", p.Name, st)
+			}
+		}
+	}
+	// a2 fits nowhere; b (younger) yields its held members.
+	st := s.schedule(a[2])
+	if st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "lower-ranked pod groups jobs/b") {
+		t.Fatalf("a2: %v, want b released", st)
+	}
+	s.waitDone("b-0", "b-1")
+	if st := s.schedule(a[2]); !st.IsSuccess() {
+		t.Fatalf("a2 after b yielded: %v", st)
+	}
+	s.waitDone("a-0", "a-1", "a-2")
+	// b tries again: one slot is left; its second member releases the first.
+	if st := s.schedule(b[0]); !st.IsSuccess() && !st.IsWait() {
+		// b was marked failed when it yielded: refused until an event.
+		if !strings.Contains(st.Message(), "yields") {
+			t.Fatalf("b0: %v", st)
+		}
+	}
+	s.pl.shared.mgr.clearFailed("jobs/b") // as a node/pod event's hint does
+	for _, p := range b {
+		s.schedule(p)
+	}
+	for _, n := range []string{"b-0", "b-1", "b-2"} {
+		s.mu.Lock()
+		d := s.done[n]
+		s.mu.Unlock()
+		if d != nil {
+			<-d
+		}
+	}
+	bound := s.boundPods()
+	want := map[string]string{"a-0": bound["a-0"], "a-1": bound["a-1"], "a-2": bound["a-2"]}
+	if diff := cmp.Diff(want, bound); diff != "" || bound["a-0"] == "" {
+		t.Errorf("bound (-want,+got):\n%s", diff)
+	}
+	if w := s.waiting(); len(w) != 0 {
+		t.Errorf("waiting %v: gang b must hold nothing", w)
+	}
+}
+
+func TestTimeoutReleasesTheGang(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2)}
+	pg := podGroup("g", 3, 0)
+	pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](1)
+	s := newSim(t, []*v1.Node{node("n1", "4")}, []*schedv1alpha1.PodGroup{pg}, pods)
+	for _, p := range pods[:2] {
+		if st := s.schedule(p); !st.IsWait() {
+			t.Fatal(st)
+		}
+	}
+	s.waitDone("g-0", "g-1")
+	if w, b := s.waiting(), s.boundPods(); len(w) != 0 || len(b) != 0 {
+		t.Fatalf("after the timeout: waiting %v, bound %v", w, b)
+	}
+	s.waitFor("the timeout event", func() bool {
+		return strings.Contains(strings.Join(s.rec.Events(), "\n"), "Warning GangTimeout g: pod group jobs/g: member")
+	})
+}
+
+func TestTimeoutAboveTheFrameworkCapIsClampedWithAnEvent(t *testing.T) {
+	pg := podGroup("g", 2, 0)
+	pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](3600)
+	s := newSim(t, nil, []*schedv1alpha1.PodGroup{pg}, nil)
+	if got := s.pl.shared.mgr.spec("jobs/g").timeout; got != 15*time.Minute {
+		t.Errorf("timeout %s, want 15m", got)
+	}
+	s.pl.shared.podGroupChanged(s.ctx, pg, false) // again, now with the test's recorder
+	if ev := strings.Join(s.rec.Events(), "\n"); !strings.Contains(ev, "Warning GangTimeoutClamped g: scheduleTimeoutSeconds 3600 exceeds") {
+		t.Errorf("events %q; want GangTimeoutClamped", ev)
+	}
+}
+
+func TestMemberDeletedWhileOthersWait(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2)}
+	s := newSim(t, []*v1.Node{node("n1", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
+	for _, p := range pods[:2] {
+		if st := s.schedule(p); !st.IsWait() {
+			t.Fatal(st)
+		}
+	}
+	// The scheduler rejects a waiting pod that is deleted; its Unreserve
+	// releases the rest of the gang.
+	if err := s.cs.CoreV1().Pods(testNS).Delete(s.ctx, "g-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.f.RejectWaitingPod("g-1")
+	s.waitDone("g-0", "g-1")
+	if w := s.waiting(); len(w) != 0 {
+		t.Fatalf("waiting %v", w)
+	}
+	s.waitFor("the deletion", func() bool { return s.pl.PreEnqueue(s.ctx, pods[0]).Code() == fwk.UnschedulableAndUnresolvable })
+}
+
+func TestGroupDeletedWhileMembersWait(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2)}
+	s := newSim(t, []*v1.Node{node("n1", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
+	for _, p := range pods[:2] {
+		if st := s.schedule(p); !st.IsWait() {
+			t.Fatal(st)
+		}
+	}
+	if err := s.pgc.SchedulingV1alpha1().PodGroups(testNS).Delete(s.ctx, "g", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitDone("g-0", "g-1")
+	if w, b := s.waiting(), s.boundPods(); len(w) != 0 || len(b) != 0 {
+		t.Fatalf("waiting %v, bound %v", w, b)
+	}
+	if st := s.pl.PreEnqueue(s.ctx, pods[0]); st.IsSuccess() {
+		t.Errorf("PreEnqueue without the group: %v", st)
+	}
+}
+
+// A member whose binding fails after its gang was released is retried at
+// once and the gang stands.
+func TestBindFailureAfterReleaseKeepsTheGang(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1)}
+	s := newSim(t, []*v1.Node{node("n1", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, pods)
+	if st := s.schedule(pods[0]); !st.IsWait() {
+		t.Fatal(st)
+	}
+	// The second member releases the gang; then its binding fails (as when
+	// ConfirmBinder refuses it): the framework unreserves it.
+	state := framework.NewCycleState()
+	p1 := pods[1].DeepCopy()
+	p1.Spec.NodeName = "n1"
+	if st := s.f.RunReservePluginsReserve(s.ctx, state, p1, "n1"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if st, _ := s.pl.Permit(s.ctx, state, p1, "n1"); !st.IsSuccess() {
+		t.Fatalf("Permit of the last member: %v", st)
+	}
+	s.waitDone("g-0")
+	s.f.RunReservePluginsUnreserve(s.ctx, state, p1, "n1")
+	if b := s.boundPods(); b["g-0"] != "n1" {
+		t.Fatalf("bound %v: the released member must stay bound", b)
+	}
+	s.rec.mu.Lock()
+	activated := slices.Contains(s.rec.activated, "jobs/g-1")
+	s.rec.mu.Unlock()
+	if !activated {
+		t.Error("the member whose binding failed was not activated for an immediate retry")
+	}
+	// Its retry passes Permit at once: the bound member still counts.
+	s.waitFor("g-0 bound in the informer", func() bool { c, _, _, _ := s.pl.shared.mgr.snapshot("jobs/g"); return c.bound == 1 })
+	if st := s.schedule(pods[1]); !st.IsSuccess() {
+		t.Fatalf("retry: %v, want success", st)
+	}
+	if ev := strings.Join(s.rec.Events(), "\n"); !strings.Contains(ev, "GangMemberBindFailed") {
+		t.Errorf("events %q; want GangMemberBindFailed", ev)
+	}
+}
+
+func TestMinResources(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1)}
+	pg := podGroup("g", 2, 0)
+	pg.Spec.MinResources = v1.ResourceList{v1.ResourceCPU: resource.MustParse("6")}
+	s := newSim(t, []*v1.Node{node("n1", "2"), node("n2", "3")}, []*schedv1alpha1.PodGroup{pg}, pods)
+	_, st, _ := s.f.RunPreFilterPlugins(s.ctx, framework.NewCycleState(), pods[0])
+	want := "pod group jobs/g: minResources do not fit the cluster's free capacity: needs cpu 6 (free 5)"
+	if st.Code() != fwk.Unschedulable || st.Message() != want {
+		t.Fatalf("PreFilter: %v\nwant %q", st, want)
+	}
+	// What the group already holds counts as its own.
+	pg.Spec.MinResources[v1.ResourceCPU] = resource.MustParse("5")
+	s.pl.shared.podGroupChanged(s.ctx, pg, false)
+	if _, st, _ := s.f.RunPreFilterPlugins(s.ctx, framework.NewCycleState(), pods[0]); !st.IsSuccess() {
+		t.Fatalf("5 cpu on 5 free: %v", st)
+	}
+	if st := s.schedule(pods[0]); !st.IsWait() {
+		t.Fatal(st)
+	}
+	if _, st, _ := s.f.RunPreFilterPlugins(s.ctx, framework.NewCycleState(), pods[1]); !st.IsSuccess() {
+		t.Fatalf("with one member held: %v", st)
+	}
+}
+
+func TestStatusPhases(t *testing.T) {
+	run := func(p *v1.Pod, phase v1.PodPhase) *v1.Pod {
+		p = p.DeepCopy()
+		p.Status.Phase = phase
+		if phase != v1.PodPending {
+			p.Spec.NodeName = "n1"
+		}
+		p.OwnerReferences = []metav1.OwnerReference{{Name: "job-a", Kind: "Job", APIVersion: "batch/v1", UID: "j"}}
+		return p
+	}
+	m := func(i int) *v1.Pod { return memberPod("g", i) }
+	for _, tc := range []struct {
+		name   string
+		pods   []*v1.Pod
+		cur    schedv1alpha1.PodGroupPhase
+		want   schedv1alpha1.PodGroupPhase
+		counts [3]int32
+	}{
+		{"fewer than minMember", []*v1.Pod{run(m(0), v1.PodPending)}, "", schedv1alpha1.PodGroupPending, [3]int32{}},
+		{"quorum, none running", []*v1.Pod{run(m(0), v1.PodPending), run(m(1), v1.PodPending)}, schedv1alpha1.PodGroupPending, schedv1alpha1.PodGroupScheduling, [3]int32{}},
+		{"one running", []*v1.Pod{run(m(0), v1.PodRunning), run(m(1), v1.PodPending)}, "", schedv1alpha1.PodGroupScheduling, [3]int32{1, 0, 0}},
+		{"all running", []*v1.Pod{run(m(0), v1.PodRunning), run(m(1), v1.PodRunning)}, "", schedv1alpha1.PodGroupRunning, [3]int32{2, 0, 0}},
+		{"one failed", []*v1.Pod{run(m(0), v1.PodRunning), run(m(1), v1.PodFailed)}, "", schedv1alpha1.PodGroupFailed, [3]int32{1, 0, 1}},
+		{"all succeeded", []*v1.Pod{run(m(0), v1.PodSucceeded), run(m(1), v1.PodSucceeded)}, "", schedv1alpha1.PodGroupFinished, [3]int32{0, 2, 0}},
+		{"finished is final", []*v1.Pod{run(m(0), v1.PodPending)}, schedv1alpha1.PodGroupFinished, schedv1alpha1.PodGroupFinished, [3]int32{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mgr := newManager()
+			mgr.setSpec("jobs/g", &spec{name: "g", namespace: testNS, minMember: 2})
+			for _, p := range tc.pods {
+				mgr.observe("jobs/g", p)
+			}
+			got := mgr.statusOf("jobs/g", schedv1alpha1.PodGroupStatus{Phase: tc.cur})
+			if got.Phase != tc.want || [3]int32{got.Running, got.Succeeded, got.Failed} != tc.counts {
+				t.Errorf("phase %s counts %d/%d/%d, want %s %v", got.Phase, got.Running, got.Succeeded, got.Failed, tc.want, tc.counts)
+			}
+			if tc.cur != schedv1alpha1.PodGroupFinished && got.Phase != schedv1alpha1.PodGroupPending {
+				if got.OccupiedBy != "jobs/job-a" || got.ScheduleStartTime.IsZero() {
+					t.Errorf("occupiedBy %q, scheduleStartTime %v", got.OccupiedBy, got.ScheduleStartTime)
+				}
+			}
+		})
+	}
+}
+
+func TestStatusWriter(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1)}
+	s := newSim(t, nil, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
+	s.pl.shared.writeStatus(s.ctx)
+	pg, err := s.pgc.SchedulingV1alpha1().PodGroups(testNS).Get(s.ctx, "g", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg.Status.Phase != schedv1alpha1.PodGroupPending {
+		t.Errorf("phase %q, want Pending", pg.Status.Phase)
+	}
+	if ev := strings.Join(s.rec.Events(), "\n"); !strings.Contains(ev, "Normal GangWaiting g: 2/3 members, waiting for quorum") {
+		t.Errorf("events %q; want GangWaiting", ev)
+	}
+}
+
+func TestSignPod(t *testing.T) {
+	s := newSim(t, nil, nil, nil)
+	if f, st := s.pl.SignPod(context.Background(), st.MakePod().Obj()); f != nil || !st.IsSuccess() {
+		t.Errorf("pod of no group: %v %v", f, st)
+	}
+	f, st := s.pl.SignPod(context.Background(), memberPod("g", 0))
+	if !st.IsSuccess() || len(f) != 1 || f[0].Value != "jobs/g" {
+		t.Errorf("member: %v %v, want signed with its group", f, st)
+	}
+}
+
+func TestHints(t *testing.T) {
+	s := newSim(t, nil, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, nil)
+	logger := ktesting.NewLogger(t, ktesting.NewConfig())
+	pod := memberPod("g", 0)
+	pg := podGroup("g", 2, 0)
+	toUnstructured := func(o runtime.Object) *unstructured.Unstructured {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &unstructured.Unstructured{Object: m}
+	}
+	statusOnly := pg.DeepCopy()
+	statusOnly.Status.Phase = schedv1alpha1.PodGroupScheduling
+	bigger := pg.DeepCopy()
+	bigger.Spec.MinMember = 1
+	other := podGroup("other", 2, 0)
+	for _, tc := range []struct {
+		name     string
+		fn       fwk.QueueingHintFn
+		pod      *v1.Pod
+		old, new any
+		want     fwk.QueueingHint
+	}{
+		{"group created", s.pl.isSchedulableAfterPodGroupChange, pod, nil, toUnstructured(pg), fwk.Queue},
+		{"spec changed", s.pl.isSchedulableAfterPodGroupChange, pod, toUnstructured(pg), toUnstructured(bigger), fwk.Queue},
+		{"status only", s.pl.isSchedulableAfterPodGroupChange, pod, toUnstructured(pg), toUnstructured(statusOnly), fwk.QueueSkip},
+		{"another group", s.pl.isSchedulableAfterPodGroupChange, pod, nil, toUnstructured(other), fwk.QueueSkip},
+		{"pod of no group", s.pl.isSchedulableAfterPodGroupChange, st.MakePod().Obj(), nil, pg, fwk.QueueSkip},
+		{"sibling added", s.pl.isSchedulableAfterMemberAdded, pod, nil, memberPod("g", 1), fwk.Queue},
+		{"stranger added", s.pl.isSchedulableAfterMemberAdded, pod, nil, memberPod("other", 1), fwk.QueueSkip},
+		{"node added", s.pl.isSchedulableAfterClusterChange, pod, nil, node("n", "1"), fwk.Queue},
+		{"node added, no group", s.pl.isSchedulableAfterClusterChange, st.MakePod().Obj(), nil, node("n", "1"), fwk.QueueSkip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.fn(logger, tc.pod, tc.old, tc.new)
+			if err != nil || got != tc.want {
+				t.Errorf("hint %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestArgsDifferBetweenProfiles(t *testing.T) {
+	s := newSim(t, nil, nil, nil)
+	args := defaultArgs()
+	args.WriteStatus = true
+	_, err := NewWithClient(s.pgc)(s.ctx, args, s.f)
+	if err == nil || !strings.Contains(err.Error(), "Coscheduling args differ between profiles") {
+		t.Errorf("got %v", err)
+	}
+	_, err = NewWithClient(s.pgc)(s.ctx, &config.CoschedulingArgs{}, s.f)
+	if err == nil || !strings.Contains(err.Error(), "scheduleTimeout") {
+		t.Errorf("invalid args: got %v", err)
+	}
+}
+
+func TestMissingCRDStopsStartUp(t *testing.T) {
+	s := newSim(t, nil, nil, nil)
+	c := fakePGClient()
+	c.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{GroupVersion: schedv1alpha1.SchemeGroupVersion.String()}}
+	_, err := newShared(s.ctx, s.f, c, defaultArgs())
+	const want = "Coscheduling: the API server does not serve podgroups.scheduling.x-k8s.io/v1alpha1; install the CRD from manifests/crds/scheduling.x-k8s.io_podgroups.yaml"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}

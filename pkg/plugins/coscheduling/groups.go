@@ -1,0 +1,459 @@
+package coscheduling
+
+import (
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// groupKeyOf returns "namespace/name" of the PodGroup pod belongs to.
+func groupKeyOf(pod *v1.Pod) (string, bool) {
+	name := pod.Labels[schedv1alpha1.PodGroupLabel]
+	if name == "" {
+		return "", false
+	}
+	return pod.Namespace + "/" + name, true
+}
+
+// spec is what the plugin reads of a PodGroup.
+type spec struct {
+	name, namespace string
+	uid             types.UID
+	created         time.Time
+	minMember       int
+	minResources    v1.ResourceList
+	// timeout is the Permit wait: the PodGroup's scheduleTimeoutSeconds,
+	// or the args' default; clamped to the framework's cap (clamped says so).
+	timeout time.Duration
+	clamped bool
+}
+
+// member is a pod of a group as the plugin's pod informer last saw it.
+type member struct {
+	pod *v1.Pod
+}
+
+func (m member) terminal() bool {
+	return m.pod.Status.Phase == v1.PodSucceeded || m.pod.Status.Phase == v1.PodFailed
+}
+
+// ready: counts toward quorum (exists, will run: not finished, not being
+// deleted, not held by scheduling gates).
+func (m member) ready() bool {
+	return !m.terminal() && m.pod.DeletionTimestamp == nil && len(m.pod.Spec.SchedulingGates) == 0
+}
+
+func (m member) bound() bool { return m.pod.Spec.NodeName != "" && !m.terminal() }
+
+// group is the plugin's view of one PodGroup and its pods.
+type group struct {
+	spec *spec // nil: no PodGroup object (yet, or any more)
+
+	members map[types.UID]member
+	// reserved: members between Reserve and either Unreserve or the
+	// informer seeing them bound.
+	reserved sets.Set[types.UID]
+	// allowed: reserved members that the gang released at Permit.
+	allowed sets.Set[types.UID]
+	// waitingSince: when each member began to wait at Permit.
+	waitingSince map[types.UID]time.Time
+
+	// failed is set when the gang could not be placed and its held members
+	// were released; its members are refused in PreFilter (failedMsg) until
+	// an event that may help (a queueing hint, a membership or spec change).
+	failed    bool
+	failedMsg string
+
+	firstSeen time.Time // first member seen: start of the latency metric
+	completed bool      // minMember members were bound once (latency observed)
+	// scheduleStart: when quorum first existed (status.scheduleStartTime).
+	scheduleStart time.Time
+}
+
+func newGroup() *group {
+	return &group{members: map[types.UID]member{}, reserved: sets.New[types.UID](), allowed: sets.New[types.UID](), waitingSince: map[types.UID]time.Time{}}
+}
+
+func (g *group) empty() bool {
+	return g.spec == nil && len(g.members) == 0 && g.reserved.Len() == 0
+}
+
+// counts of a group at one moment.
+type counts struct {
+	minMember                  int
+	ready                      int // members that exist and can run (quorum)
+	placed                     int // bound or reserved (assumed, waiting at Permit, binding)
+	bound                      int
+	running, succeeded, failed int
+}
+
+func (g *group) counts() counts {
+	c := counts{}
+	if g.spec != nil {
+		c.minMember = g.spec.minMember
+	}
+	for uid, m := range g.members {
+		switch m.pod.Status.Phase {
+		case v1.PodRunning:
+			c.running++
+		case v1.PodSucceeded:
+			c.succeeded++
+		case v1.PodFailed:
+			c.failed++
+		}
+		if m.ready() {
+			c.ready++
+		}
+		if m.bound() {
+			c.bound++
+		}
+		if m.bound() || g.reserved.Has(uid) {
+			c.placed++
+		}
+	}
+	for uid := range g.reserved {
+		if _, ok := g.members[uid]; !ok {
+			c.placed++ // reserved before the informer saw it
+		}
+	}
+	return c
+}
+
+// manager holds every group of one cluster. It is fed by the plugin's
+// PodGroup and pod informers and by Reserve/Unreserve/Permit.
+type manager struct {
+	mu     sync.RWMutex
+	groups map[string]*group
+	dirty  sets.Set[string] // groups whose status may have changed
+	now    func() time.Time
+}
+
+func newManager() *manager {
+	return &manager{groups: map[string]*group{}, dirty: sets.New[string](), now: time.Now}
+}
+
+// get returns key's group, creating it; mu must be held for writing.
+func (m *manager) get(key string) *group {
+	g := m.groups[key]
+	if g == nil {
+		g = newGroup()
+		m.groups[key] = g
+	}
+	return g
+}
+
+// forget drops key's group when nothing refers to it; mu held for writing.
+func (m *manager) forget(key string) {
+	if g := m.groups[key]; g != nil && g.empty() {
+		delete(m.groups, key)
+	}
+}
+
+// setSpec installs (or with nil removes) a group's PodGroup. It reports
+// whether the group's members may now pass where they could not before (the
+// group appeared or its requirements changed).
+func (m *manager) setSpec(key string, s *spec) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.get(key)
+	old := g.spec
+	g.spec = s
+	m.dirty.Insert(key)
+	if s == nil {
+		g.failed = false
+		m.forget(key)
+		return false
+	}
+	changed := old == nil || old.uid != s.uid || old.minMember != s.minMember || !equalResources(old.minResources, s.minResources) || old.timeout != s.timeout
+	if changed {
+		g.failed = false
+	}
+	return changed
+}
+
+func equalResources(a, b v1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for n, q := range a {
+		if o, ok := b[n]; !ok || o.Cmp(q) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// spec returns key's PodGroup as last seen, or nil.
+func (m *manager) spec(key string) *spec {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if g := m.groups[key]; g != nil {
+		return g.spec
+	}
+	return nil
+}
+
+// created is the sort key of a group's members: the PodGroup's creation time.
+func (m *manager) created(key string) (time.Time, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if g := m.groups[key]; g != nil && g.spec != nil {
+		return g.spec.created, true
+	}
+	return time.Time{}, false
+}
+
+// observe records a member pod's add or update. It reports whether quorum
+// was reached by this change (the group's gated members are then activated).
+func (m *manager) observe(key string, pod *v1.Pod) (quorumReached bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.get(key)
+	before := g.counts()
+	if len(g.members) == 0 && g.firstSeen.IsZero() {
+		g.firstSeen = m.now()
+	}
+	g.members[pod.UID] = member{pod: pod}
+	if pod.Spec.NodeName != "" {
+		// Bound: the informer now counts it; nothing held for it any more.
+		g.reserved.Delete(pod.UID)
+		g.allowed.Delete(pod.UID)
+		delete(g.waitingSince, pod.UID)
+	}
+	after := g.counts()
+	if after.ready != before.ready {
+		g.failed = false // the gang changed: let it try again
+	}
+	if g.spec != nil && after.ready >= g.spec.minMember && g.scheduleStart.IsZero() {
+		g.scheduleStart = m.now()
+	}
+	m.dirty.Insert(key)
+	return g.spec != nil && before.ready < g.spec.minMember && after.ready >= g.spec.minMember
+}
+
+// remove records a member pod's deletion.
+func (m *manager) remove(key string, uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[key]
+	if g == nil {
+		return
+	}
+	delete(g.members, uid)
+	g.reserved.Delete(uid)
+	g.allowed.Delete(uid)
+	delete(g.waitingSince, uid)
+	if len(g.members) == 0 {
+		g.firstSeen, g.completed, g.scheduleStart = time.Time{}, false, time.Time{}
+	}
+	m.dirty.Insert(key)
+	m.forget(key)
+}
+
+// snapshot returns the counts and spec of key's group.
+func (m *manager) snapshot(key string) (counts, *spec, bool, string) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.groups[key]
+	if g == nil {
+		return counts{}, nil, false, ""
+	}
+	return g.counts(), g.spec, g.failed, g.failedMsg
+}
+
+// reserve counts uid as placed.
+func (m *manager) reserve(key string, uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.get(key).reserved.Insert(uid)
+	m.dirty.Insert(key)
+}
+
+// unreserve undoes reserve. It reports whether the member had been released
+// by the gang (its binding failed: the gang stands) and how long it waited
+// at Permit (zero if it never waited).
+func (m *manager) unreserve(key string, uid types.UID) (wasAllowed bool, waited time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[key]
+	if g == nil {
+		return false, 0
+	}
+	wasAllowed = g.allowed.Has(uid)
+	if since, ok := g.waitingSince[uid]; ok {
+		waited = m.now().Sub(since)
+	}
+	g.reserved.Delete(uid)
+	g.allowed.Delete(uid)
+	delete(g.waitingSince, uid)
+	m.dirty.Insert(key)
+	m.forget(key)
+	return wasAllowed, waited
+}
+
+// permit decides for uid, which Reserve counted: release when the gang has
+// minMember members placed (all reserved members are then allowed), else
+// wait. Released reports the release.
+func (m *manager) permit(key string, uid types.UID) (released bool, c counts) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.get(key)
+	c = g.counts()
+	if g.spec != nil && c.placed >= g.spec.minMember {
+		g.allowed = g.allowed.Union(g.reserved)
+		clear(g.waitingSince)
+		return true, c
+	}
+	g.waitingSince[uid] = m.now()
+	return false, c
+}
+
+// timesOutWithin reports whether uid, waiting at Permit, reaches its
+// group's timeout within margin (the framework's timer for it starts after
+// permit recorded the wait, so it fires no earlier than that).
+func (m *manager) timesOutWithin(key string, uid types.UID, margin time.Duration) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.groups[key]
+	if g == nil || g.spec == nil {
+		return false
+	}
+	since, ok := g.waitingSince[uid]
+	return ok && !m.now().Before(since.Add(g.spec.timeout-margin))
+}
+
+// markFailed refuses the group's members in PreFilter until something changes.
+func (m *manager) markFailed(key, msg string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if g := m.groups[key]; g != nil {
+		g.failed, g.failedMsg = true, msg
+	}
+}
+
+// clearFailed lets the group try again (an event that may help arrived).
+func (m *manager) clearFailed(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if g := m.groups[key]; g != nil {
+		g.failed = false
+	}
+}
+
+// pendingMembers returns the group's members that wait to be scheduled
+// (not bound, not reserved, ready), keyed as PodsToActivate wants.
+func (m *manager) pendingMembers(key string) map[string]*v1.Pod {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.groups[key]
+	if g == nil {
+		return nil
+	}
+	out := map[string]*v1.Pod{}
+	for uid, mem := range g.members {
+		if mem.ready() && !mem.bound() && !g.reserved.Has(uid) {
+			out[mem.pod.Namespace+"/"+mem.pod.Name] = mem.pod
+		}
+	}
+	return out
+}
+
+// completion reports, once per group incarnation, the time from its first
+// member seen to minMember members bound.
+func (m *manager) completion(key string) (time.Duration, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[key]
+	if g == nil || g.spec == nil || g.completed || g.firstSeen.IsZero() {
+		return 0, false
+	}
+	if g.counts().bound < g.spec.minMember {
+		return 0, false
+	}
+	g.completed = true
+	return m.now().Sub(g.firstSeen), true
+}
+
+// takeDirty returns the groups whose status may have changed, sorted.
+func (m *manager) takeDirty() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keys := sets.List(m.dirty)
+	m.dirty.Clear()
+	return keys
+}
+
+func (m *manager) markDirty(keys ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dirty.Insert(keys...)
+}
+
+// statusOf computes what the PodGroup's status should be, from the members
+// the informer sees, following scheduler-plugins' PodGroup controller (but
+// counting only the group's own namespace: SP's controller lists pods of
+// that name in every namespace).
+func (m *manager) statusOf(key string, cur schedv1alpha1.PodGroupStatus) schedv1alpha1.PodGroupStatus {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := *cur.DeepCopy()
+	g := m.groups[key]
+	if g == nil || g.spec == nil {
+		return out
+	}
+	if cur.Phase == schedv1alpha1.PodGroupFinished || cur.Phase == schedv1alpha1.PodGroupFailed {
+		return out // final, as in SP
+	}
+	c := g.counts()
+	out.Running, out.Succeeded, out.Failed = int32(c.running), int32(c.succeeded), int32(c.failed)
+	total := len(g.members)
+	switch {
+	case total < c.minMember:
+		out.Phase = schedv1alpha1.PodGroupPending
+	case int(out.Succeeded+out.Running) >= c.minMember:
+		out.Phase = schedv1alpha1.PodGroupRunning
+	default:
+		out.Phase = schedv1alpha1.PodGroupScheduling
+	}
+	if out.Failed != 0 && int(out.Failed+out.Running+out.Succeeded) >= c.minMember {
+		out.Phase = schedv1alpha1.PodGroupFailed
+	}
+	if int(out.Succeeded) >= c.minMember && c.minMember > 0 {
+		out.Phase = schedv1alpha1.PodGroupFinished
+	}
+	if out.Phase != schedv1alpha1.PodGroupPending {
+		if out.ScheduleStartTime.IsZero() {
+			start := g.scheduleStart
+			if start.IsZero() { // quorum was never seen live (members already finished)
+				start = g.firstSeen
+			}
+			out.ScheduleStartTime.Time = start.Truncate(time.Second)
+		}
+		if out.OccupiedBy == "" {
+			out.OccupiedBy = occupiedBy(g)
+		}
+	}
+	return out
+}
+
+// occupiedBy names the owners of the group's pods in SP's format,
+// "namespace/ownerName" of each owner reference, sorted and comma-joined
+// (SP takes the first pod's owners; the union of all members' is the same
+// for a job's pods and does not depend on which pod comes first).
+func occupiedBy(g *group) string {
+	refs := sets.New[string]()
+	for _, m := range g.members {
+		for _, o := range m.pod.OwnerReferences {
+			refs.Insert(m.pod.Namespace + "/" + o.Name)
+		}
+	}
+	list := refs.UnsortedList()
+	sort.Strings(list)
+	return strings.Join(list, ",")
+}

@@ -1,0 +1,375 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	clientfeatures "k8s.io/client-go/features"
+	clientfeaturestesting "k8s.io/client-go/features/testing"
+	"k8s.io/client-go/informers"
+	clientsetfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	internalcache "k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	internalqueue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+
+	"github.com/berth-scheduler/berth/apis/config"
+)
+
+func init() {
+	schedmetrics.Register() // the scheduling queue records metrics
+}
+
+const testNS = "jobs"
+
+// fakePGClient serves the given PodGroups and advertises the CRD in discovery.
+func fakePGClient(pgs ...*schedv1alpha1.PodGroup) *pgfake.Clientset {
+	objs := make([]runtime.Object, len(pgs))
+	for i, p := range pgs {
+		objs[i] = p
+	}
+	c := pgfake.NewSimpleClientset(objs...) // NewClientset needs a schema this fake lacks to create objects
+	c.Discovery().(*fakediscovery.FakeDiscovery).Resources = []*metav1.APIResourceList{{
+		GroupVersion: schedv1alpha1.SchemeGroupVersion.String(),
+		APIResources: []metav1.APIResource{{Name: "podgroups", Namespaced: true, Kind: "PodGroup"}},
+	}}
+	return c
+}
+
+func defaultArgs() *config.CoschedulingArgs {
+	return &config.CoschedulingArgs{
+		ScheduleTimeout:      metav1.Duration{Duration: time.Minute},
+		WriteStatus:          false,
+		StatusUpdateInterval: metav1.Duration{Duration: time.Second},
+	}
+}
+
+// podGroup makes a PodGroup created at the given second.
+func podGroup(name string, minMember int32, createdSec int) *schedv1alpha1.PodGroup {
+	return &schedv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: types.UID("pg-" + name),
+			CreationTimestamp: metav1.NewTime(time.Unix(int64(1_700_000_000+createdSec), 0))},
+		Spec: schedv1alpha1.PodGroupSpec{MinMember: minMember},
+	}
+}
+
+// memberPod makes pod i of group g asking for one CPU.
+func memberPod(g string, i int) *v1.Pod {
+	name := fmt.Sprintf("%s-%d", g, i)
+	return st.MakePod().Namespace(testNS).Name(name).UID(name).Label(schedv1alpha1.PodGroupLabel, g).
+		Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+}
+
+func node(name, cpu string) *v1.Node {
+	return st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{v1.ResourceCPU: cpu, v1.ResourcePods: "110"}).Obj()
+}
+
+// recorder remembers activations and events.
+type recorder struct {
+	mu        sync.Mutex
+	activated []string
+	events    []string
+}
+
+func (r *recorder) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range pods {
+		r.activated = append(r.activated, k)
+	}
+}
+
+func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, _ := regarding.(metav1.Object)
+	name := ""
+	if m != nil {
+		name = m.GetName()
+	}
+	r.events = append(r.events, fmt.Sprintf("%s %s %s: %s", eventtype, reason, name, fmt.Sprintf(note, args...)))
+}
+
+func (r *recorder) WithLogger(klog.Logger) events.EventRecorderLogger { return r }
+
+func (r *recorder) Events() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.events...)
+}
+
+// sim is a small scheduler around a real framework: Coscheduling at every
+// point it implements, NodeResourcesFit as the filter, and a binding step
+// that waits on Permit like the scheduler's binding cycle.
+type sim struct {
+	t        *testing.T
+	ctx      context.Context
+	pl       *Coscheduling
+	f        framework.Framework
+	snapshot *internalcache.Snapshot
+	cs       *clientsetfake.Clientset
+	pgc      *pgfake.Clientset
+	rec      *recorder
+
+	mu     sync.Mutex
+	bound  map[string]string // pod -> node, bound
+	failed map[string]string // pod -> last failure
+	done   map[string]chan struct{}
+	wg     sync.WaitGroup
+}
+
+func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods []*v1.Pod) *sim {
+	t.Helper()
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	var objs []runtime.Object
+	for _, p := range pods {
+		objs = append(objs, p)
+	}
+	cs := clientsetfake.NewClientset(objs...)
+	informerFactory := informers.NewSharedInformerFactory(cs, 0)
+	snapshot := internalcache.NewSnapshot(nil, nodes)
+	s := &sim{t: t, ctx: ctx, snapshot: snapshot, cs: cs, pgc: fakePGClient(pgs...), rec: &recorder{},
+		bound: map[string]string{}, failed: map[string]string{}, done: map[string]chan struct{}{}}
+	factory := func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := NewWithClient(s.pgc)(ctx, defaultArgs(), h)
+		if err == nil {
+			s.pl = p.(*Coscheduling)
+		}
+		return p, err
+	}
+	f, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+		tf.RegisterQueueSortPlugin(Name, factory),
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+		tf.RegisterPluginAsExtensions(noderesources.Name, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return noderesources.NewFit(ctx, &schedconfig.NodeResourcesFitArgs{ScoringStrategy: &schedconfig.ScoringStrategy{
+				Type: schedconfig.LeastAllocated, Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}},
+			}}, h, plfeature.Features{})
+		}, "PreFilter", "Filter"),
+		tf.RegisterPluginAsExtensions(Name, factory, "PreEnqueue", "PreFilter", "PostFilter", "Reserve", "Permit"),
+	}, "",
+		frameworkruntime.WithClientSet(cs),
+		frameworkruntime.WithInformerFactory(informerFactory),
+		frameworkruntime.WithPodNominator(internalqueue.NewSchedulingQueue(nil, informerFactory)),
+		frameworkruntime.WithSnapshotSharedLister(snapshot),
+		frameworkruntime.WithMutableSnapshotLister(snapshot),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+		frameworkruntime.WithPodActivator(s.rec),
+		frameworkruntime.WithEventRecorder(s.rec),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.f = f
+	s.waitFor("the member informer to see every pod", func() bool {
+		for _, p := range pods {
+			if key, ok := groupKeyOf(p); ok {
+				found := false
+				s.pl.shared.mgr.mu.RLock()
+				if g := s.pl.shared.mgr.groups[key]; g != nil {
+					_, found = g.members[p.UID]
+				}
+				s.pl.shared.mgr.mu.RUnlock()
+				if !found {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return s
+}
+
+// waitFor polls cond (the informers and the binding goroutines run apart).
+func (s *sim) waitFor(what string, cond func() bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// schedule runs one scheduling cycle for pod, as the scheduler does from
+// PreEnqueue to Permit; a pod told to wait binds (or is unreserved) in a
+// goroutine, as in the binding cycle. It returns the cycle's status.
+func (s *sim) schedule(pod *v1.Pod) *fwk.Status {
+	s.t.Helper()
+	ctx := s.ctx
+	if st := s.pl.PreEnqueue(ctx, pod); !st.IsSuccess() {
+		return st
+	}
+	state := framework.NewCycleState()
+	state.Write(framework.PodsToActivateKey, &framework.PodsToActivate{Map: map[string]*v1.Pod{}})
+	nodes, err := s.snapshot.NodeInfos().List()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, st, _ := s.f.RunPreFilterPlugins(ctx, state, pod); !st.IsSuccess() && !st.IsSkip() {
+		s.fail(pod, st)
+		return st
+	}
+	var chosen fwk.NodeInfo
+	statuses := framework.NewDefaultNodeToStatus()
+	for _, ni := range nodes {
+		if st := s.f.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni); st.IsSuccess() {
+			chosen = ni
+			break
+		} else {
+			statuses.Set(ni.Node().Name, st)
+		}
+	}
+	if chosen == nil {
+		_, st := s.f.RunPostFilterPlugins(ctx, state, pod, statuses)
+		s.fail(pod, st)
+		return st
+	}
+	nodeName := chosen.Node().Name
+	assumed := pod.DeepCopy()
+	assumed.Spec.NodeName = nodeName
+	s.assume(assumed, chosen)
+	if st := s.f.RunReservePluginsReserve(ctx, state, assumed, nodeName); !st.IsSuccess() {
+		s.forget(assumed, chosen)
+		s.f.RunReservePluginsUnreserve(ctx, state, assumed, nodeName)
+		return st
+	}
+	waits, st := s.f.RunPermitPlugins(ctx, state, assumed, nodeName)
+	if !st.IsSuccess() && !st.IsWait() {
+		s.forget(assumed, chosen)
+		s.f.RunReservePluginsUnreserve(ctx, state, assumed, nodeName)
+		s.fail(pod, st)
+		return st
+	}
+	if st.IsWait() {
+		s.f.AddWaitingPod(assumed, waits)
+	}
+	done := make(chan struct{})
+	s.mu.Lock()
+	s.done[pod.Name] = done
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(done)
+		if st := s.f.WaitOnPermit(ctx, assumed); !st.IsSuccess() {
+			s.forget(assumed, chosen)
+			s.f.RunReservePluginsUnreserve(ctx, state, assumed, nodeName)
+			s.fail(pod, st)
+			return
+		}
+		s.bind(assumed)
+	}()
+	return st
+}
+
+func (s *sim) fail(pod *v1.Pod, st *fwk.Status) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failed[pod.Name] = st.Message()
+}
+
+func (s *sim) assume(pod *v1.Pod, ni fwk.NodeInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pi, _ := framework.NewPodInfo(pod)
+	ni.AddPodInfo(pi)
+}
+
+func (s *sim) forget(pod *v1.Pod, ni fwk.NodeInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := ni.RemovePod(klog.Background(), pod); err != nil {
+		s.t.Errorf("removing %s: %v", pod.Name, err)
+	}
+}
+
+// bind writes spec.nodeName, as the Binding does, so the informer sees it.
+func (s *sim) bind(pod *v1.Pod) {
+	s.mu.Lock()
+	s.bound[pod.Name] = pod.Spec.NodeName
+	delete(s.failed, pod.Name)
+	s.mu.Unlock()
+	if _, err := s.cs.CoreV1().Pods(pod.Namespace).Update(s.ctx, pod, metav1.UpdateOptions{}); err != nil {
+		s.t.Errorf("binding %s: %v", pod.Name, err)
+	}
+}
+
+// settle waits until no member waits at Permit and every binding goroutine
+// finished.
+func (s *sim) settle() {
+	s.t.Helper()
+	s.waitFor("the binding goroutines", func() bool {
+		n := 0
+		s.f.IterateOverWaitingPods(func(fwk.WaitingPod) { n++ })
+		return n == 0
+	})
+	s.wg.Wait()
+}
+
+// waitDone waits until the binding cycles of the named pods ended (bound or
+// unreserved).
+func (s *sim) waitDone(names ...string) {
+	s.t.Helper()
+	for _, n := range names {
+		s.mu.Lock()
+		d := s.done[n]
+		s.mu.Unlock()
+		if d == nil {
+			s.t.Fatalf("%s has no binding cycle", n)
+		}
+		select {
+		case <-d:
+		case <-time.After(10 * time.Second):
+			s.t.Fatalf("binding cycle of %s did not end", n)
+		}
+	}
+}
+
+func (s *sim) boundPods() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range s.bound {
+		out[k] = v
+	}
+	return out
+}
+
+func (s *sim) waiting() []string {
+	var out []string
+	s.f.IterateOverWaitingPods(func(wp fwk.WaitingPod) { out = append(out, wp.GetPod().Name) })
+	return out
+}
+
+// createPod adds a pod to the cluster (the member informer sees it).
+func (s *sim) createPod(p *v1.Pod) {
+	s.t.Helper()
+	if _, err := s.cs.CoreV1().Pods(p.Namespace).Create(s.ctx, p, metav1.CreateOptions{}); err != nil {
+		s.t.Fatal(err)
+	}
+}

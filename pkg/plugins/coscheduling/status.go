@@ -1,0 +1,127 @@
+package coscheduling
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// writeStatus writes the status of the PodGroups whose members or spec
+// changed since the last round, off the scheduling path. Every replica's
+// writer computes the status from its own informers and writes only a
+// difference, with the object's resourceVersion: replicas converge on the
+// same status (scheduleStartTime is written once), and a failed write is
+// logged, counted and tried again next round.
+func (sh *shared) writeStatus(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	for _, key := range sh.mgr.takeDirty() {
+		s := sh.mgr.spec(key)
+		if s == nil {
+			continue
+		}
+		pg, err := sh.pgLister.PodGroups(s.namespace).Get(s.name)
+		if err != nil || pg.UID != s.uid {
+			continue // deleted or replaced meanwhile; its own events follow
+		}
+		want := sh.mgr.statusOf(key, pg.Status)
+		c, _, _, _ := sh.mgr.snapshot(key)
+		if c.ready < c.minMember && want.Phase == schedv1alpha1.PodGroupPending {
+			sh.events.waiting(s, c)
+		}
+		if apiequality.Semantic.DeepEqual(pg.Status, want) {
+			continue
+		}
+		pg = pg.DeepCopy()
+		pg.Status = want
+		_, err = sh.pgClient.SchedulingV1alpha1().PodGroups(s.namespace).UpdateStatus(ctx, pg, metav1.UpdateOptions{})
+		switch {
+		case err == nil:
+			statusWritesTotal.WithLabelValues("ok").Inc()
+		case apierrors.IsNotFound(err):
+		case apierrors.IsConflict(err):
+			statusWritesTotal.WithLabelValues("conflict").Inc()
+			sh.mgr.markDirty(key)
+		default:
+			statusWritesTotal.WithLabelValues("error").Inc()
+			logger.Error(err, "Coscheduling: writing PodGroup status failed; retrying next round", "podGroup", klog.KObj(pg))
+			sh.mgr.markDirty(key)
+		}
+	}
+}
+
+// eventLimiter records events on PodGroups through the scheduler's event
+// recorder, at most one per group, reason and message per minute, and a
+// GangWaiting event only when the count it reports changed.
+type eventLimiter struct {
+	fh fwk.Handle
+
+	mu       sync.Mutex
+	last     map[string]time.Time // key|reason|message -> when
+	reported map[string]counts    // key -> counts last reported waiting
+	now      func() time.Time
+}
+
+const eventInterval = time.Minute
+
+func newEventLimiter(fh fwk.Handle) *eventLimiter {
+	return &eventLimiter{fh: fh, last: map[string]time.Time{}, reported: map[string]counts{}, now: time.Now}
+}
+
+// waiting reports that a group waits for quorum, when its counts changed.
+func (l *eventLimiter) waiting(s *spec, c counts) {
+	if l == nil {
+		return
+	}
+	key := s.namespace + "/" + s.name
+	l.mu.Lock()
+	prev, seen := l.reported[key]
+	l.reported[key] = c
+	l.mu.Unlock()
+	if seen && prev.ready == c.ready && prev.minMember == c.minMember {
+		return
+	}
+	l.podGroupRef(s, v1.EventTypeNormal, reasonWaiting, fmt.Sprintf("%d/%d members, waiting for quorum", c.ready, c.minMember))
+}
+
+func (l *eventLimiter) podGroup(pg *schedv1alpha1.PodGroup, eventType, reason, msg string) {
+	l.podGroupRef(&spec{name: pg.Name, namespace: pg.Namespace, uid: pg.UID}, eventType, reason, msg)
+}
+
+// podGroupRef records an event regarding the PodGroup s names.
+func (l *eventLimiter) podGroupRef(s *spec, eventType, reason, msg string) {
+	if l == nil || l.fh == nil || l.fh.EventRecorder() == nil {
+		return
+	}
+	id := s.namespace + "/" + s.name + "|" + reason + "|" + msg
+	now := l.now()
+	l.mu.Lock()
+	if t, ok := l.last[id]; ok && now.Sub(t) < eventInterval {
+		l.mu.Unlock()
+		return
+	}
+	l.last[id] = now
+	for k, t := range l.last { // bounded: entries older than the interval go
+		if now.Sub(t) >= eventInterval {
+			delete(l.last, k)
+		}
+	}
+	l.mu.Unlock()
+	// The reference names the kind itself: the recorder's scheme does not
+	// know scheduler-plugins' types.
+	ref := &schedv1alpha1.PodGroup{
+		TypeMeta:   metav1.TypeMeta{APIVersion: schedv1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup"},
+		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: s.namespace, UID: s.uid},
+	}
+	var related runtime.Object
+	l.fh.EventRecorder().Eventf(ref, related, eventType, reason, "Scheduling", "%s", msg)
+}
