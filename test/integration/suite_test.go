@@ -45,6 +45,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		filepath.Join(root, "manifests", "examples", "loadaware.yaml"),
 		filepath.Join(root, "manifests", "examples", "confirmbinder.yaml"),
 		filepath.Join(root, "manifests", "examples", "elasticquota.yaml"),
+		filepath.Join(root, "manifests", "examples", "coscheduling.yaml"),
 	)
 	Expect(err).NotTo(HaveOccurred())
 	metricsServer = framework.StartMetricsServer()

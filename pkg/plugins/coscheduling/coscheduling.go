@@ -423,9 +423,10 @@ func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return n
 //     at Permit are what keeps the member out of some node, those gangs are
 //     released: the highest-ranked gang is never starved by partial holds of
 //     others, so two gangs can never both stay half held.
-//  2. If the member is the last one its gang needs, preemption may help the
-//     whole gang: the status lets DefaultPreemption (after Coscheduling in
-//     the profile's postFilter) try.
+//  2. If the member is the last one its gang needs and evicting
+//     lower-priority pods could make room for it, preemption helps the whole
+//     gang: the status lets DefaultPreemption (after Coscheduling in the
+//     profile's postFilter) try.
 //  3. Otherwise the gang cannot complete now: its own held members are
 //     released (nothing stays assumed for a gang that cannot run) and
 //     preemption is declined (UnschedulableAndUnresolvable stops the
@@ -447,10 +448,14 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	if s == nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %q does not exist", key))
 	}
-	if c.placed+1 >= s.minMember {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("pod group %s: %d/%d members placed, this is the last one needed", key, c.placed, s.minMember))
+	if c.placed+1 >= s.minMember && pl.preemptionMayHelp(ctx, state, pod, key) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("pod group %s: %d/%d members placed, this is the last one needed and preemption may make room", key, c.placed, s.minMember))
 	}
-	msg := fmt.Sprintf("pod group %s cannot be placed now: %d/%d members placed and %s fits no node; members held at Permit were released, preemption declined for a gang that would still not complete", key, c.placed, s.minMember, pod.Name)
+	why := "preemption declined for a gang that would still not complete"
+	if c.placed+1 >= s.minMember {
+		why = "no preemption could make room for its last member"
+	}
+	msg := fmt.Sprintf("pod group %s cannot be placed now: %d/%d members placed and %s fits no node; members held at Permit were released, %s", key, c.placed, s.minMember, pod.Name, why)
 	sh.mgr.markFailed(key, fmt.Sprintf("pod group %s could not be placed at %s; waiting for a change in the cluster", key, time.Now().UTC().Format(time.RFC3339)))
 	if n := sh.rejectWaiting(key, msg); n > 0 {
 		rejectionsTotal.WithLabelValues("member-unschedulable").Add(float64(n))
@@ -515,7 +520,7 @@ func (pl *Coscheduling) yieldLowerRanked(ctx context.Context, state fwk.CycleSta
 	logger := klog.FromContext(ctx)
 	// Release the fewest lowest-ranked gangs that make one node fit.
 	for n := 1; n <= len(gangs); n++ {
-		if pl.fitsWithout(ctx, state, pod, held, gangs[:n]) {
+		if pl.fitsWithout(ctx, state, pod, heldOn(held, gangs[:n])) {
 			for _, k := range gangs[:n] {
 				msg := fmt.Sprintf("pod group %s yields its held members to higher-ranked pod group %s", k, key)
 				released := sh.rejectWaiting(k, msg)
@@ -532,9 +537,8 @@ func (pl *Coscheduling) yieldLowerRanked(ctx context.Context, state fwk.CycleSta
 	return nil
 }
 
-// fitsWithout reports whether pod passes every Filter plugin on some node
-// that holds members of gangs, once all those members are removed from it.
-func (pl *Coscheduling) fitsWithout(ctx context.Context, state fwk.CycleState, pod *v1.Pod, held map[string][]*v1.Pod, gangs []string) bool {
+// heldOn groups the held members of gangs by node.
+func heldOn(held map[string][]*v1.Pod, gangs []string) map[string][]*v1.Pod {
 	byNode := map[string][]*v1.Pod{}
 	for _, k := range gangs {
 		for _, p := range held[k] {
@@ -543,6 +547,13 @@ func (pl *Coscheduling) fitsWithout(ctx context.Context, state fwk.CycleState, p
 			}
 		}
 	}
+	return byNode
+}
+
+// fitsWithout reports whether pod passes every Filter plugin on some node of
+// byNode once that node's pods listed there are removed from it (on a copy,
+// with the PreFilter extensions told, as preemption simulates).
+func (pl *Coscheduling) fitsWithout(ctx context.Context, state fwk.CycleState, pod *v1.Pod, byNode map[string][]*v1.Pod) bool {
 	logger := klog.FromContext(ctx)
 	for nodeName, pods := range byNode {
 		ni, err := pl.fh.SnapshotSharedLister().NodeInfos().Get(nodeName)
@@ -568,6 +579,34 @@ func (pl *Coscheduling) fitsWithout(ctx context.Context, state fwk.CycleState, p
 		}
 	}
 	return false
+}
+
+// preemptionMayHelp reports whether evicting lower-priority pods could make
+// room for pod on some node: the question DefaultPreemption answers, asked
+// cheaply (all lower-priority pods of a node removed at once) so that a gang
+// whose last member could not fit even then lets go of what it holds.
+func (pl *Coscheduling) preemptionMayHelp(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key string) bool {
+	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
+		return false
+	}
+	nodes, err := pl.fh.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return true // let DefaultPreemption decide
+	}
+	prio := corev1helpers.PodPriority(pod)
+	byNode := map[string][]*v1.Pod{}
+	for _, ni := range nodes {
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod()
+			if k, ok := groupKeyOf(p); ok && k == key {
+				continue
+			}
+			if corev1helpers.PodPriority(p) < prio {
+				byNode[ni.Node().Name] = append(byNode[ni.Node().Name], p)
+			}
+		}
+	}
+	return len(byNode) > 0 && pl.fitsWithout(ctx, state, pod, byNode)
 }
 
 // Reserve counts the member as placed.

@@ -230,19 +230,44 @@ func TestMemberThatFitsNowhereReleasesTheGang(t *testing.T) {
 	}
 }
 
-// The last member a gang needs may preempt: the status lets DefaultPreemption run.
-func TestLastMemberMayPreempt(t *testing.T) {
-	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1)}
-	s := newSim(t, []*v1.Node{node("n1", "1")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, pods)
-	if st := s.schedule(pods[0]); !st.IsWait() {
-		t.Fatal(st)
-	}
-	st := s.schedule(pods[1])
-	if st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "last one needed") {
-		t.Fatalf("last member: %v, want Unschedulable (preemption may run)", st)
-	}
-	if w := s.waiting(); len(w) != 1 {
-		t.Errorf("waiting %v: the held member must stay while preemption may complete the gang", w)
+// The last member a gang needs may preempt when evicting lower-priority
+// pods could make room: the status lets DefaultPreemption run. When nothing
+// could, the gang lets go of what it holds.
+func TestLastMember(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		victimPrio   int32
+		wantCode     fwk.Code
+		wantMsg      string
+		wantHeldLeft int
+	}{
+		{"a lower-priority pod could make room", 0, fwk.Unschedulable, "this is the last one needed and preemption may make room", 1},
+		{"only pods of equal priority", 100, fwk.UnschedulableAndUnresolvable, "no preemption could make room for its last member", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1)}
+			for _, p := range pods {
+				p.Spec.Priority = ptr.To[int32](100)
+			}
+			s := newSim(t, []*v1.Node{node("n1", "2")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, pods)
+			other := st.MakePod().Namespace(testNS).Name("other").UID("other").Priority(tc.victimPrio).Node("n1").
+				Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+			ni, _ := s.snapshot.NodeInfos().Get("n1")
+			s.assume(other, ni)
+			if st := s.schedule(pods[0]); !st.IsWait() {
+				t.Fatal(st)
+			}
+			st := s.schedule(pods[1])
+			if st.Code() != tc.wantCode || !strings.Contains(st.Message(), tc.wantMsg) {
+				t.Fatalf("last member: %v, want %v %q", st, tc.wantCode, tc.wantMsg)
+			}
+			if tc.wantHeldLeft == 0 {
+				s.waitDone("g-0")
+			}
+			if w := s.waiting(); len(w) != tc.wantHeldLeft {
+				t.Errorf("waiting %v, want %d held", w, tc.wantHeldLeft)
+			}
+		})
 	}
 }
 

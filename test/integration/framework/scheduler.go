@@ -26,7 +26,10 @@ type Scheduler struct {
 // given schedulerName wins), clientConnection.kubeconfig pointing at
 // kubeconfig (the files under manifests/ name the path a control-plane node
 // has) and leader election on only if leaderElect. One scheduler can thus
-// run the example configs of several plugins side by side.
+// run the example configs of several plugins side by side. The scheduler
+// wants one queue sort in every profile: when a source profile sets one
+// (Coscheduling's), the profiles that set none get it too, as
+// manifests/examples/coscheduling.yaml does for default-scheduler.
 func PrepareConfig(dir, name, kubeconfig string, leaderElect bool, sources ...string) (string, error) {
 	var doc map[string]any
 	var profiles []any
@@ -59,6 +62,7 @@ func PrepareConfig(dir, name, kubeconfig string, leaderElect bool, sources ...st
 	if doc == nil {
 		return "", fmt.Errorf("no config file given")
 	}
+	shareQueueSort(profiles)
 	if len(profiles) > 0 {
 		doc["profiles"] = profiles
 	}
@@ -70,6 +74,35 @@ func PrepareConfig(dir, name, kubeconfig string, leaderElect bool, sources ...st
 	}
 	dst := filepath.Join(dir, name)
 	return dst, os.WriteFile(dst, out, 0o600)
+}
+
+// shareQueueSort gives every profile without a queueSort the first one set.
+func shareQueueSort(profiles []any) {
+	var qs any
+	for _, p := range profiles {
+		pm, _ := p.(map[string]any)
+		plugins, _ := pm["plugins"].(map[string]any)
+		if q, ok := plugins["queueSort"]; ok && qs == nil {
+			qs = q
+		}
+	}
+	if qs == nil {
+		return
+	}
+	for _, p := range profiles {
+		pm, _ := p.(map[string]any)
+		if pm == nil {
+			continue
+		}
+		plugins, _ := pm["plugins"].(map[string]any)
+		if plugins == nil {
+			plugins = map[string]any{}
+			pm["plugins"] = plugins
+		}
+		if _, ok := plugins["queueSort"]; !ok {
+			plugins["queueSort"] = qs
+		}
+	}
 }
 
 func setKey(m any, key string, value any) map[string]any {
