@@ -318,11 +318,11 @@ var _ = Describe("Coscheduling", Serial, func() {
 				if err != nil {
 					return 0, err
 				}
-				switch {
-				case n == size:
+				switch n {
+				case size:
 					complete++
 					delete(partialSince, g.name)
-				case n == 0:
+				case 0:
 					delete(partialSince, g.name)
 				default:
 					if t, ok := partialSince[g.name]; !ok {
