@@ -62,3 +62,11 @@ func (r *Registry[T]) All() []T {
 	}
 	return out
 }
+
+// Lookup returns client's value if one was built.
+func (r *Registry[T]) Lookup(client kubernetes.Interface) (T, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.values[client]
+	return v, ok
+}

@@ -41,6 +41,12 @@ func TestRegistry(t *testing.T) {
 	if n := len(r.All()); n != 2 {
 		t.Errorf("All: %d values, want 2 (a failed build keeps nothing)", n)
 	}
+	if v, ok := r.Lookup(a); !ok || v != s1 {
+		t.Errorf("Lookup(a) = %v, %v; want a's state", v, ok)
+	}
+	if _, ok := r.Lookup(fake.NewClientset()); ok {
+		t.Error("Lookup of a client never built for found a value")
+	}
 
 	cancel() // the scheduler stops: its states go
 	deadline := time.Now().Add(10 * time.Second)

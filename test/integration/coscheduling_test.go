@@ -231,7 +231,7 @@ var _ = Describe("Coscheduling", Serial, func() {
 		createNodes(ctx, framework.NodeSpec{Name: "cs-frag-1", CPU: "1500m", Memory: "8Gi"}, framework.NodeSpec{Name: "cs-frag-2", CPU: "1500m", Memory: "8Gi"},
 			framework.NodeSpec{Name: "cs-frag-3", CPU: "1", Memory: "8Gi"})
 		g := trainJob(ctx, pgClient, ns, "frag", 4, "1", 600)
-		Eventually(podGroupEvents(ctx, ns, "frag", "GangReleased")).Should(ContainElement(ContainSubstring("members held at Permit were released, no preemption could make room for its last member")))
+		Eventually(podGroupEvents(ctx, ns, "frag", "GangReleased")).Should(ContainElement(And(ContainSubstring("no preemption could make room for its last member"), ContainSubstring("members held at Permit were released"))))
 		Consistently(g.bound(ctx), "3s").Should(BeZero())
 		By("a fourth node: the whole gang binds")
 		createNodes(ctx, framework.NodeSpec{Name: "cs-frag-4", CPU: "1", Memory: "8Gi"})
@@ -346,5 +346,80 @@ var _ = Describe("Coscheduling", Serial, func() {
 				}
 			}
 		}
+	})
+
+	Context("beside ElasticQuota and ConfirmBinder in one profile", func() {
+		const profile = "coscheduling-quota-confirm"
+		createGang := func(ctx SpecContext, ns, name string, n int, labels map[string]string) gang {
+			_, err := pgClient.SchedulingV1alpha1().PodGroups(ns).Create(ctx, &schedv1alpha1.PodGroup{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec:       schedv1alpha1.PodGroupSpec{MinMember: int32(n), ScheduleTimeoutSeconds: ptr.To[int32](300)},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			g := gang{ns: ns, name: name}
+			for i := range n {
+				l := map[string]string{schedv1alpha1.PodGroupLabel: name}
+				for k, v := range labels {
+					l[k] = v
+				}
+				podName := fmt.Sprintf("%s-%d", name, i)
+				_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: podName, SchedulerName: profile, CPU: "1", Labels: l})
+				Expect(err).NotTo(HaveOccurred())
+				g.pods = append(g.pods, podName)
+			}
+			return g
+		}
+
+		It("admits a gang only if all its members fit the namespace's quota together", func(ctx SpecContext) {
+			ns := newNamespace(ctx, "cs-quota")
+			cleanupGroups(ns)
+			eqClient := pgClient // one clientset serves both kinds
+			createQuota(ctx, eqClient, ns, "2")
+			eq, err := eqClient.SchedulingV1alpha1().ElasticQuotas(ns).Get(ctx, "quota", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			eq.Spec.Max = v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}
+			_, err = eqClient.SchedulingV1alpha1().ElasticQuotas(ns).Update(ctx, eq, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			createNodes(ctx, framework.NodeSpec{Name: "cs-quota-1", CPU: "8", Memory: "8Gi"})
+			// Pod by pod, two of the three fit the quota: they would be held
+			// at Permit for a third the quota refuses.
+			g := createGang(ctx, ns, "q", 3, nil)
+			Eventually(framework.EventsFor(ctx, env.Client, ns, g.pods[0], "FailedScheduling")).Should(ContainElement(
+				HaveField("Message", ContainSubstring("pod group %s/q needs 3 more members placed, and together they do not fit: cpu request 3 exceeds the max 2 of ElasticQuota %s/quota", ns, ns))))
+			Consistently(g.bound(ctx), "2s").Should(BeZero())
+
+			By("the quota grows to 3: the gang is admitted and bound whole")
+			eq, err = eqClient.SchedulingV1alpha1().ElasticQuotas(ns).Get(ctx, "quota", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			eq.Spec.Min = v1.ResourceList{v1.ResourceCPU: resource.MustParse("3")}
+			eq.Spec.Max = v1.ResourceList{v1.ResourceCPU: resource.MustParse("3")}
+			_, err = eqClient.SchedulingV1alpha1().ElasticQuotas(ns).Update(ctx, eq, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(g.bound(ctx), 30*time.Second).Should(Equal(3))
+		})
+
+		It("retries at once a member that ConfirmBinder refuses after the gang's release, and keeps the members already bound", func(ctx SpecContext) {
+			ns := newNamespace(ctx, "cs-confirm")
+			cleanupGroups(ns)
+			createNodes(ctx, framework.NodeSpec{Name: "cs-confirm-1", CPU: "2", Memory: "8Gi"}, framework.NodeSpec{Name: "cs-confirm-2", CPU: "2", Memory: "8Gi"})
+			g := createGang(ctx, ns, "c", 2, map[string]string{framework.HoldLabel: "true"})
+			// Both members are placed (the gang is released) and held before binding.
+			Eventually(hold.Waiting).Should(Equal(2))
+			taken := hold.NodeOf(ns, g.pods[0])
+			Expect(taken).NotTo(BeEmpty())
+			// Another writer binds a pod that fills the node the first member
+			// was given: ConfirmBinder refuses that member's binding.
+			intruder := framework.MakePod(framework.PodSpec{Namespace: ns, Name: "intruder", CPU: "2"})
+			intruder.Spec.NodeName = taken
+			_, err := env.Client.CoreV1().Pods(ns).Create(ctx, intruder, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			hold.ReleaseAll()
+			Eventually(g.bound(ctx), 30*time.Second).Should(Equal(2), "the refused member is retried, still counted in its gang, and lands on the other node")
+			for _, p := range g.pods {
+				Expect(framework.NodeNameOf(ctx, env.Client, ns, p)()).NotTo(Equal(taken))
+			}
+			Eventually(framework.EventsFor(ctx, env.Client, ns, g.pods[0], "BindConflict")).ShouldNot(BeEmpty(), "ConfirmBinder refused the first binding")
+			Eventually(podGroupEvents(ctx, ns, "c", "GangMemberBindFailed")).Should(ContainElement(ContainSubstring("its binding failed; it is retried at once")))
+		})
 	})
 })

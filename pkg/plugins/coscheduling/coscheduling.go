@@ -38,6 +38,7 @@ import (
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
 	"github.com/berth-scheduler/berth/pkg/crdcheck"
+	"github.com/berth-scheduler/berth/pkg/gang"
 	"github.com/berth-scheduler/berth/pkg/perclient"
 )
 
@@ -205,10 +206,23 @@ func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 		return nil, fmt.Errorf("Coscheduling: the PodGroup informer did not sync within %s (can the scheduler list and watch podgroups.scheduling.x-k8s.io?)", syncTimeout)
 	}
 	sh.synced = podInformer.HasSynced
+	if err := gang.Provide(ctx, h.ClientSet(), sh); err != nil {
+		return nil, err
+	}
 	if args.WriteStatus {
 		go wait.UntilWithContext(ctx, sh.writeStatus, args.StatusUpdateInterval.Duration)
 	}
 	return sh, nil
+}
+
+// ToPlace implements gang.Members for ElasticQuota.
+func (sh *shared) ToPlace(pod *v1.Pod) (string, []*v1.Pod, bool) {
+	key, ok := groupKeyOf(pod)
+	if !ok {
+		return "", nil, false
+	}
+	pods := sh.mgr.toPlace(key, pod)
+	return key, pods, len(pods) > 1
 }
 
 // podGroupChanged installs a PodGroup's spec; a new or changed group's
@@ -455,10 +469,13 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	if c.placed+1 >= s.minMember {
 		why = "no preemption could make room for its last member"
 	}
-	msg := fmt.Sprintf("pod group %s cannot be placed now: %d/%d members placed and %s fits no node; members held at Permit were released, %s", key, c.placed, s.minMember, pod.Name, why)
-	sh.mgr.markFailed(key, fmt.Sprintf("pod group %s could not be placed at %s; waiting for a change in the cluster", key, time.Now().UTC().Format(time.RFC3339)))
-	if n := sh.rejectWaiting(key, msg); n > 0 {
+	msg := fmt.Sprintf("pod group %s cannot be placed now: %d/%d members placed and %s fits no node; %s", key, c.placed, s.minMember, pod.Name, why)
+	if n := sh.rejectWaiting(key, msg+"; the gang's held members are released"); n > 0 {
+		// Members not yet tried would take the room just given back, and
+		// be held for a gang that does not fit: refuse them for a while.
+		sh.mgr.markFailed(key, fmt.Sprintf("pod group %s could not be placed at %s; waiting for a change in the cluster", key, time.Now().UTC().Format(time.RFC3339)))
 		rejectionsTotal.WithLabelValues("member-unschedulable").Add(float64(n))
+		msg += fmt.Sprintf("; %d members held at Permit were released", n)
 		sh.events.podGroupRef(s, v1.EventTypeWarning, reasonReleased, msg)
 	}
 	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)

@@ -66,8 +66,10 @@ type group struct {
 
 	// failed is set when the gang could not be placed and its held members
 	// were released; its members are refused in PreFilter (failedMsg) until
-	// an event that may help (a queueing hint, a membership or spec change).
+	// an event that may help (a queueing hint, a membership or spec change)
+	// or for failedFor at most.
 	failed    bool
+	failedAt  time.Time
 	failedMsg string
 
 	firstSeen time.Time // first member seen: start of the latency metric
@@ -264,8 +266,13 @@ func (m *manager) snapshot(key string) (counts, *spec, bool, string) {
 	if g == nil {
 		return counts{}, nil, false, ""
 	}
-	return g.counts(), g.spec, g.failed, g.failedMsg
+	failed := g.failed && m.now().Sub(g.failedAt) < failedFor
+	return g.counts(), g.spec, failed, g.failedMsg
 }
+
+// failedFor bounds how long a failed gang's members are refused in PreFilter
+// without an event: the scheduler's longest backoff by default.
+const failedFor = 10 * time.Second
 
 // reserve counts uid as placed.
 func (m *manager) reserve(key string, uid types.UID) {
@@ -333,7 +340,7 @@ func (m *manager) markFailed(key, msg string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if g := m.groups[key]; g != nil {
-		g.failed, g.failedMsg = true, msg
+		g.failed, g.failedAt, g.failedMsg = true, m.now(), msg
 	}
 }
 
@@ -362,6 +369,32 @@ func (m *manager) pendingMembers(key string) map[string]*v1.Pod {
 		}
 	}
 	return out
+}
+
+// toPlace returns pod and as many other unplaced members of key's group as
+// the group still needs to reach minMember (by name, for a stable answer).
+func (m *manager) toPlace(key string, pod *v1.Pod) []*v1.Pod {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.groups[key]
+	if g == nil || g.spec == nil {
+		return nil
+	}
+	need := g.spec.minMember - g.counts().placed
+	if need < 1 {
+		return nil
+	}
+	var others []*v1.Pod
+	for uid, mem := range g.members {
+		if uid != pod.UID && mem.ready() && !mem.bound() && !g.reserved.Has(uid) {
+			others = append(others, mem.pod)
+		}
+	}
+	sort.Slice(others, func(i, j int) bool { return others[i].Name < others[j].Name })
+	if len(others) > need-1 {
+		others = others[:need-1]
+	}
+	return append([]*v1.Pod{pod}, others...)
 }
 
 // completion reports, once per group incarnation, the time from its first

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
 	"github.com/berth-scheduler/berth/pkg/crdcheck"
+	"github.com/berth-scheduler/berth/pkg/gang"
 	"github.com/berth-scheduler/berth/pkg/perclient"
 )
 
@@ -279,7 +281,39 @@ func (pl *ElasticQuota) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		klog.FromContext(ctx).V(4).Info("ElasticQuota refused pod", "pod", klog.KObj(pod), "reason", d.msg)
 		return nil, d.status()
 	}
+	if d := pl.admitGang(pod); d != nil {
+		deniedTotal.WithLabelValues(d.reason).Inc()
+		klog.FromContext(ctx).V(4).Info("ElasticQuota refused gang member", "pod", klog.KObj(pod), "reason", d.msg)
+		return nil, d.status()
+	}
 	return nil, nil
+}
+
+// admitGang admits a member of a gang (Coscheduling in this scheduler) only
+// if every member the gang still needs fits the namespace's quota together:
+// a gang admitted pod by pod would hold part of the quota at Permit for
+// members that the quota then refuses.
+func (pl *ElasticQuota) admitGang(pod *v1.Pod) *denial {
+	if pod.Labels[schedv1alpha1.PodGroupLabel] == "" {
+		return nil
+	}
+	members := gang.For(pl.fh.ClientSet())
+	if members == nil {
+		return nil
+	}
+	group, pods, ok := members.ToPlace(pod)
+	if !ok {
+		return nil
+	}
+	req := make(vec)
+	for _, p := range pods {
+		req.add(podRequest(p), 1)
+	}
+	d := pl.shared.mgr.snapshot(pod, req, corev1helpers.PodPriority(pod)).admit()
+	if d != nil {
+		d.msg = fmt.Sprintf("pod group %s needs %d more members placed, and together they do not fit: %s", group, len(pods), strings.TrimPrefix(d.msg, "pod's "))
+	}
+	return d
 }
 
 // SignPod adds nothing to the pod's signature and never refuses it: the

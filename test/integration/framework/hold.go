@@ -40,6 +40,18 @@ func (h *Hold) Waiting() int {
 	return n
 }
 
+// NodeOf returns the node the scheduler chose for a held pod ("" if the pod
+// is not held).
+func (h *Hold) NodeOf(namespace, name string) string {
+	node := ""
+	h.each(func(wp fwk.WaitingPod) {
+		if p := wp.GetPod(); p.Namespace == namespace && p.Name == name {
+			node = p.Spec.NodeName
+		}
+	})
+	return node
+}
+
 // ReleaseAll lets every held pod go on to binding at once.
 func (h *Hold) ReleaseAll() {
 	h.each(func(wp fwk.WaitingPod) { wp.Allow(HoldName) })
