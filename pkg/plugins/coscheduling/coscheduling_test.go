@@ -600,3 +600,28 @@ func TestMissingCRDStopsStartUp(t *testing.T) {
 		t.Errorf("got %v, want %q", err, want)
 	}
 }
+
+func TestToPlace(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2), memberPod("g", 3)}
+	s := newSim(t, []*v1.Node{node("n1", "8")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
+	names := func(ps []*v1.Pod) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	key, got, ok := s.pl.shared.ToPlace(pods[3])
+	if diff := cmp.Diff([]string{"g-3", "g-0", "g-1"}, names(got)); !ok || key != "jobs/g" || diff != "" {
+		t.Errorf("before anything is placed: %s %v (-want,+got):\n%s", key, ok, diff)
+	}
+	if st := s.schedule(pods[0]); !st.IsWait() {
+		t.Fatal(st)
+	}
+	if _, got, _ := s.pl.shared.ToPlace(pods[3]); !cmp.Equal([]string{"g-3", "g-1"}, names(got)) {
+		t.Errorf("one member held: %v, want g-3 and g-1", names(got))
+	}
+	if _, _, ok := s.pl.shared.ToPlace(st.MakePod().Name("solo").Obj()); ok {
+		t.Error("a pod of no group has members to place")
+	}
+}

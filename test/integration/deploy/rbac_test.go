@@ -17,6 +17,9 @@ import (
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
@@ -44,6 +47,49 @@ func secondSchedulerObjects() (setup []*unstructured.Unstructured, config string
 	Expect(err).NotTo(HaveOccurred())
 	Expect(ok).To(BeTrue())
 	return setup, config
+}
+
+// createGang creates a PodGroup of n members and its n pods of 100m, for
+// profile, and waits until all are bound; it returns the PodGroup's name.
+func createGang(ctx SpecContext, ns, name, profile string, n int) string {
+	GinkgoHelper()
+	c, err := versioned.NewForConfig(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	_, err = c.SchedulingV1alpha1().PodGroups(ns).Create(ctx, &schedv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       schedv1alpha1.PodGroupSpec{MinMember: int32(n)},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(c.SchedulingV1alpha1().PodGroups(ns).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+	})
+	for i := range n {
+		pod := fmt.Sprintf("%s-%d", name, i)
+		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: pod, SchedulerName: profile, CPU: "100m",
+			Labels: map[string]string{schedv1alpha1.PodGroupLabel: name}})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.CoreV1().Pods(ns).Delete(ctx, pod, *metav1.NewDeleteOptions(0))).To(Succeed())
+		})
+	}
+	for i := range n {
+		Eventually(framework.NodeNameOf(ctx, env.Client, ns, fmt.Sprintf("%s-%d", name, i)), "20s").ShouldNot(BeEmpty())
+	}
+	return name
+}
+
+func podGroupPhase(ctx SpecContext, ns, name string) func() (schedv1alpha1.PodGroupPhase, error) {
+	return func() (schedv1alpha1.PodGroupPhase, error) {
+		c, err := versioned.NewForConfig(env.Config)
+		if err != nil {
+			return "", err
+		}
+		pg, err := c.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return pg.Status.Phase, nil
+	}
 }
 
 // canI asks the API server whether the ServiceAccount may do attrs.
@@ -99,6 +145,10 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 			Expect(err).NotTo(HaveOccurred())
 			Eventually(framework.NodeNameOf(ctx, env.Client, "default", name)).Should(Equal("rbac-node"), "scheduler log: %s", logPath)
 		}
+		// A gang of two: Coscheduling reads the PodGroup and writes its status.
+		pgName := createGang(ctx, "default", "rbac-gang", "berth-scheduler", 2)
+		Eventually(podGroupPhase(ctx, "default", pgName), "20s").Should(Equal(schedv1alpha1.PodGroupScheduling),
+			"the scheduler wrote the PodGroup's status; log: %s", logPath)
 		lease, err := env.Client.CoordinationV1().Leases(berthNamespace).Get(ctx, "berth-scheduler", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
@@ -194,5 +244,44 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 			return leaseDenied.Match(b), err
 		}).Should(BeTrue(), "scheduler log %s does not show the lease denied", logPath)
 		Consistently(framework.NodeNameOf(ctx, env.Client, "default", "rbac-denied"), "5s").Should(BeEmpty())
+	})
+})
+
+// The control plane's scheduler authenticates as system:kube-scheduler:
+// upstream's ClusterRole plus manifests/control-plane/rbac.yaml must let it
+// run every Berth plugin.
+var _ = Describe("the control-plane RBAC", func() {
+	It("is enough to schedule with every Berth plugin as system:kube-scheduler", func(ctx SpecContext) {
+		objs, err := framework.ReadObjects(filepath.Join(root, "manifests", "control-plane", "rbac.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(env.Apply(ctx, objs, false)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, "berth:kube-scheduler", metav1.DeleteOptions{})).To(Succeed())
+			Expect(env.Client.RbacV1().ClusterRoles().Delete(ctx, "berth:kube-scheduler", metav1.DeleteOptions{})).To(Succeed())
+		})
+		_, err = framework.CreateNode(ctx, env.Client, framework.NodeSpec{Name: "cp-rbac-node", CPU: "8", Memory: "16Gi"})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.CoreV1().Nodes().Delete(ctx, "cp-rbac-node", metav1.DeleteOptions{})).To(Succeed())
+		})
+		kubeconfig, err := env.KubeconfigAs("system:kube-scheduler", "cp-rbac.kubeconfig")
+		Expect(err).NotTo(HaveOccurred())
+		cfg, err := framework.PrepareConfig(env.Dir, "cp-rbac.yaml", kubeconfig, false, filepath.Join(root, "manifests", "examples", "all-plugins.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		logPath := filepath.Join(env.Dir, "cp-rbac.log")
+		p, err := framework.StartSchedulerProcess(schedulerBin, cfg, logPath, "--v=2")
+		Expect(err).NotTo(HaveOccurred())
+		defer p.Stop()
+		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: "default", Name: "cp-rbac-pod", SchedulerName: "berth-all", CPU: "100m"})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.CoreV1().Pods("default").Delete(ctx, "cp-rbac-pod", *metav1.NewDeleteOptions(0))).To(Succeed())
+		})
+		Eventually(framework.NodeNameOf(ctx, env.Client, "default", "cp-rbac-pod"), "20s").Should(Equal("cp-rbac-node"), "scheduler log: %s", logPath)
+		pgName := createGang(ctx, "default", "cp-rbac-gang", "berth-all", 2)
+		Eventually(podGroupPhase(ctx, "default", pgName), "20s").Should(Equal(schedv1alpha1.PodGroupScheduling), "log: %s", logPath)
+		log, err := os.ReadFile(logPath)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(regexp.MustCompile(`is forbidden: User \\?"system:kube-scheduler`).Match(log)).To(BeFalse(), "scheduler log %s has a denied request", logPath)
 	})
 })
