@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -105,6 +106,9 @@ type shared struct {
 	activate func(map[string]*v1.Pod)
 	synced   func() bool
 	events   *eventLimiter
+	// queueSeen: a pod reached PreEnqueue, so the scheduling queue (the
+	// handle's activator) exists.
+	queueSeen atomic.Bool
 	// rejectMu serialises this plugin's rejections of waiting pods: the
 	// framework's waitingPod.Reject writes its done flag under a read lock
 	// (k8s 1.37.2), so two concurrent Rejects of one pod race.
@@ -170,7 +174,15 @@ func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 		return nil, err
 	}
 	sh := &shared{mgr: newManager(), args: *args, pgClient: c, fh: h}
-	sh.activate = func(pods map[string]*v1.Pod) { h.Activate(klog.FromContext(ctx), pods) }
+	sh.activate = func(pods map[string]*v1.Pod) {
+		// The handle's activator is the scheduling queue, which the
+		// scheduler sets after building the profiles, while these informers
+		// may already deliver events. Before any pod reached PreEnqueue no pod
+		// can be gated, so there is nothing to activate.
+		if sh.queueSeen.Load() {
+			h.Activate(klog.FromContext(ctx), pods)
+		}
+	}
 	sh.events = newEventLimiter(h)
 	logger := klog.FromContext(ctx)
 
@@ -379,6 +391,9 @@ func (pl *Coscheduling) sortKey(e fwk.QueuedEntityInfo) (time.Time, string) {
 // PreEnqueue keeps a member out of the active queue while its PodGroup does
 // not exist or has fewer than minMember members.
 func (pl *Coscheduling) PreEnqueue(_ context.Context, pod *v1.Pod) *fwk.Status {
+	if !pl.shared.queueSeen.Load() {
+		pl.shared.queueSeen.Store(true)
+	}
 	key, ok := groupKeyOf(pod)
 	if !ok {
 		return nil

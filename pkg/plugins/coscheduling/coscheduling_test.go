@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
@@ -623,5 +624,22 @@ func TestToPlace(t *testing.T) {
 	}
 	if _, _, ok := s.pl.shared.ToPlace(st.MakePod().Name("solo").Obj()); ok {
 		t.Error("a pod of no group has members to place")
+	}
+}
+
+// The scheduler gives the handle its activator (the queue) only after the
+// profiles are built, while Coscheduling's informers already deliver the
+// PodGroups and pods that exist: activating then must not crash the
+// scheduler (it did, found by the restart spec).
+func TestNoActivationBeforeTheQueueExists(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1)}
+	var nilActivator fwk.PodActivator
+	s := newSim(t, nil, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, pods, frameworkruntime.WithPodActivator(nilActivator))
+	// The informers delivered the group and its quorum without a panic; a
+	// PodGroup change now must not activate either.
+	bigger := podGroup("g", 1, 0)
+	s.pl.shared.podGroupChanged(s.ctx, bigger, false)
+	if st := s.pl.PreEnqueue(s.ctx, pods[0]); !st.IsSuccess() {
+		t.Errorf("PreEnqueue: %v", st)
 	}
 }

@@ -139,7 +139,7 @@ type sim struct {
 	wg     sync.WaitGroup
 }
 
-func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods []*v1.Pod) *sim {
+func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods []*v1.Pod, opts ...frameworkruntime.Option) *sim {
 	t.Helper()
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
 	_, ctx := ktesting.NewTestContext(t)
@@ -161,7 +161,7 @@ func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods 
 		}
 		return p, err
 	}
-	f, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+	registrations := []tf.RegisterPluginFunc{
 		tf.RegisterQueueSortPlugin(Name, factory),
 		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
 		tf.RegisterPluginAsExtensions(noderesources.Name, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -170,7 +170,8 @@ func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods 
 			}}, h, plfeature.Features{})
 		}, "PreFilter", "Filter"),
 		tf.RegisterPluginAsExtensions(Name, factory, "PreEnqueue", "PreFilter", "PostFilter", "Reserve", "Permit"),
-	}, "",
+	}
+	base := []frameworkruntime.Option{
 		frameworkruntime.WithClientSet(cs),
 		frameworkruntime.WithInformerFactory(informerFactory),
 		frameworkruntime.WithPodNominator(internalqueue.NewSchedulingQueue(nil, informerFactory)),
@@ -179,7 +180,8 @@ func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods 
 		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
 		frameworkruntime.WithPodActivator(s.rec),
 		frameworkruntime.WithEventRecorder(s.rec),
-	)
+	}
+	f, err := tf.NewFramework(ctx, registrations, "", append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ type SchedulerProcess struct {
 	log *os.File
 	// exited is closed when the process ends, if a goroutine waits for it.
 	exited chan struct{}
+	// stopped: Stop or Kill ran (the process is waited for once).
+	stopped bool
 }
 
 // StartSchedulerProcess runs bin --config=configFile with serving off,
@@ -75,8 +77,18 @@ func (p *SchedulerProcess) Exited() bool {
 func (p *SchedulerProcess) Pid() int { return p.cmd.Process.Pid }
 
 // Stop sends SIGTERM and waits for the process to exit.
-func (p *SchedulerProcess) Stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+func (p *SchedulerProcess) Stop() { p.signal(syscall.SIGTERM) }
+
+// Kill ends the process with SIGKILL, as a crash or an OOM kill would, and
+// waits for it. Stop after Kill does nothing.
+func (p *SchedulerProcess) Kill() { p.signal(syscall.SIGKILL) }
+
+func (p *SchedulerProcess) signal(sig syscall.Signal) {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	_ = p.cmd.Process.Signal(sig)
 	if p.exited != nil {
 		<-p.exited
 	} else {
