@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -107,8 +108,17 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 	step("playing the kubelet: pods being deleted (preemption victims) are removed at once")
 	go framework.PlayKubelet(ctx, c)
 
+	if err := createPodGroup(ctx, env.Config); err != nil {
+		return err
+	}
+
 	var results []outcome
 	for phase := 0; phase <= lastPhase(); phase++ {
+		if action := phaseActions[phase]; action != nil {
+			if err := action(ctx, c); err != nil {
+				return err
+			}
+		}
 		var created int
 		for _, p := range demoPods {
 			if p.phase == phase && !p.external {
@@ -121,6 +131,11 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 		step("phase %d: created %d demo pods; waiting for each to be placed, rejected or preempted", phase, created)
 		if results, err = waitForOutcomes(ctx, c, phase, timeout); err != nil {
 			return fmt.Errorf("%w (scheduler log: %s)", err, logPath)
+		}
+		for _, r := range results {
+			if r.pod.pendingUntil > phase {
+				step("phase %d: %s pending as expected: %s", phase, r.pod.spec.Name, r.message)
+			}
 		}
 	}
 	if err := <-provisioned; err != nil {
@@ -149,7 +164,10 @@ type outcome struct {
 func lastPhase() int {
 	last := 0
 	for _, p := range demoPods {
-		last = max(last, p.phase)
+		last = max(last, p.phase, p.pendingUntil)
+	}
+	for phase := range phaseActions {
+		last = max(last, phase)
 	}
 	return last
 }
@@ -187,6 +205,22 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 				return false, err
 			}
 			results[i].node = pod.Spec.NodeName
+			if p.pendingUntil > phase {
+				if pod.Spec.NodeName != "" {
+					return false, fmt.Errorf("%s was bound to %s in phase %d; the scenario expects it Pending until phase %d", p.spec.Name, pod.Spec.NodeName, phase, p.pendingUntil)
+				}
+				events, err := framework.EventsFor(ctx, c, p.spec.Namespace, p.spec.Name, "FailedScheduling")()
+				if err != nil {
+					return false, err
+				}
+				if len(events) == 0 {
+					all = false
+					continue
+				}
+				results[i].message = latest(events).Message
+				done[i] = true
+				continue
+			}
 			if pod.Spec.NodeName != "" && p.showEvent != "" {
 				events, err := framework.EventsFor(ctx, c, p.spec.Namespace, p.spec.Name, p.showEvent)()
 				if err != nil {
@@ -286,7 +320,7 @@ func printTable(results []outcome) int {
 		case r.pod.expectPreempted && !r.preempted:
 			ok = "NO (expected <preempted>)"
 			unexpected++
-		case !r.pod.expectPreempted && r.node != r.pod.expectNode:
+		case !r.pod.expectPreempted && !nodeMatches(r.pod.expectNode, r.node):
 			ok = "NO (expected " + orPending(r.pod.expectNode) + ")"
 			unexpected++
 		}
@@ -295,6 +329,14 @@ func printTable(results []outcome) int {
 	_ = w.Flush()
 	fmt.Println()
 	return unexpected
+}
+
+// nodeMatches: want is a node name, "" for none, or "prefix-*".
+func nodeMatches(want, got string) bool {
+	if prefix, ok := strings.CutSuffix(want, "*"); ok {
+		return got != "" && strings.HasPrefix(got, prefix)
+	}
+	return got == want
 }
 
 func orPending(s string) string {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
@@ -24,6 +26,9 @@ var demoNodes = []framework.NodeSpec{
 	{Name: "cb-2", CPU: "2", Memory: "8Gi", Taints: []v1.Taint{cbTaint}, Labels: cbNodes},
 	// ElasticQuota's node: 4 CPU shared by two teams.
 	{Name: "shared-1", CPU: "4", Memory: "16Gi", Taints: []v1.Taint{quotaTaint}, Labels: quotaNodes},
+	// Coscheduling's nodes: room for six one-CPU pods (gang-3 joins later).
+	{Name: "gang-1", CPU: "3", Memory: "8Gi", Taints: []v1.Taint{gangTaint}, Labels: gangNodes},
+	{Name: "gang-2", CPU: "3", Memory: "8Gi", Taints: []v1.Taint{gangTaint}, Labels: gangNodes},
 }
 
 var (
@@ -64,7 +69,10 @@ type demoPod struct {
 	// before has settled.
 	phase      int
 	spec       framework.PodSpec
-	expectNode string // "" means it should stay Pending (or be preempted)
+	expectNode string // "" means it should stay Pending (or be preempted); "x-*" any node named x-...
+	// pendingUntil: in the phases before it, the pod must stay Pending
+	// (with a FailedScheduling event); from it on, end on expectNode.
+	pendingUntil int
 	// expectPreempted: the pod is placed, then preempted in a later phase.
 	expectPreempted bool
 	// external: created by the demo's stand-in for another component, not
@@ -78,7 +86,14 @@ type demoPod struct {
 const ns = "default"
 
 // demoPods are created in order. Each plugin's scenario adds its pods here.
-var demoPods = []demoPod{
+var demoPods = append(scenarioPods, gangPods()...)
+
+// phaseActions run at the start of a phase, before its pods are created.
+var phaseActions = map[int]func(context.Context, kubernetes.Interface) error{
+	1: joinGangNode,
+}
+
+var scenarioPods = []demoPod{
 	// Upstream behaviour, untouched: the default profile.
 	{scenario: "upstream", spec: framework.PodSpec{Namespace: ns, Name: "web", SchedulerName: "default-scheduler", CPU: "6", Memory: "1Gi"},
 		expectNode: "gpu-1", why: "default profile: LeastAllocated picks the roomiest node that fits 6 CPU"},

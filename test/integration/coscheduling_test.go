@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
@@ -147,6 +148,27 @@ func (g gang) phase(ctx SpecContext, c versioned.Interface) func() (schedv1alpha
 	}
 }
 
+// unschedulableAttempts reads scheduler_schedule_attempts_total{result="unschedulable",profile} from this process's registry.
+func unschedulableAttempts(profile string) float64 {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != "scheduler_schedule_attempts_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["result"] == "unschedulable" && labels["profile"] == profile {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
 // podGroupEvents returns the messages of the events regarding a PodGroup.
 func podGroupEvents(ctx SpecContext, ns, name, reason string) func() ([]string, error) {
 	return func() ([]string, error) {
@@ -233,6 +255,13 @@ var _ = Describe("Coscheduling", Serial, func() {
 		g := trainJob(ctx, pgClient, ns, "frag", 4, "1", 600)
 		Eventually(podGroupEvents(ctx, ns, "frag", "GangReleased")).Should(ContainElement(And(ContainSubstring("no preemption could make room for its last member"), ContainSubstring("members held at Permit were released"))))
 		Consistently(g.bound(ctx), "3s").Should(BeZero())
+		// Released, the gang waits for a change in the cluster: the room its
+		// own release gave back must not send it round again (it did, about
+		// 30 attempts a second, when each release requeued and reactivated
+		// the members).
+		before := unschedulableAttempts(csProfile)
+		Consistently(g.bound(ctx), "5s").Should(BeZero())
+		Expect(unschedulableAttempts(csProfile) - before).To(BeNumerically("<=", 4), "scheduling attempts of a waiting gang in 5s")
 		By("a fourth node: the whole gang binds")
 		createNodes(ctx, framework.NodeSpec{Name: "cs-frag-4", CPU: "1", Memory: "8Gi"})
 		Eventually(g.bound(ctx), 30*time.Second).Should(Equal(4))

@@ -793,11 +793,19 @@ func (pl *Coscheduling) isSchedulableAfterMemberAdded(_ klog.Logger, pod *v1.Pod
 }
 
 // isSchedulableAfterClusterChange: a node or a freed pod may make room for
-// a gang that did not fit; the gang is let try again.
-func (pl *Coscheduling) isSchedulableAfterClusterChange(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+// a gang that did not fit; the gang is let try again. The gang's own members
+// leaving nodes do not count: a released gang's assumed members are deleted
+// from the scheduler's cache as assigned pods, and taking that room back
+// would send the gang round again and again.
+func (pl *Coscheduling) isSchedulableAfterClusterChange(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
 	key, ok := groupKeyOf(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
+	}
+	if gone, ok := oldObj.(*v1.Pod); ok {
+		if k, ok := groupKeyOf(gone); ok && k == key {
+			return fwk.QueueSkip, nil
+		}
 	}
 	pl.shared.mgr.clearFailed(key)
 	return fwk.Queue, nil

@@ -567,6 +567,10 @@ func TestHints(t *testing.T) {
 		{"stranger added", s.pl.isSchedulableAfterMemberAdded, pod, nil, memberPod("other", 1), fwk.QueueSkip},
 		{"node added", s.pl.isSchedulableAfterClusterChange, pod, nil, node("n", "1"), fwk.Queue},
 		{"node added, no group", s.pl.isSchedulableAfterClusterChange, st.MakePod().Obj(), nil, node("n", "1"), fwk.QueueSkip},
+		{"another pod deleted", s.pl.isSchedulableAfterClusterChange, pod, st.MakePod().Name("x").Node("n").Obj(), nil, fwk.Queue},
+		// A released gang's own members leave the cache as assigned pods:
+		// that room is its own, and taking it back would loop.
+		{"own member deleted", s.pl.isSchedulableAfterClusterChange, pod, memberPod("g", 1), nil, fwk.QueueSkip},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.fn(logger, tc.pod, tc.old, tc.new)
