@@ -261,7 +261,7 @@ var _ = Describe("Coscheduling", Serial, func() {
 		// the members).
 		before := unschedulableAttempts(csProfile)
 		Consistently(g.bound(ctx), "5s").Should(BeZero())
-		Expect(unschedulableAttempts(csProfile) - before).To(BeNumerically("<=", 4), "scheduling attempts of a waiting gang in 5s")
+		Expect(unschedulableAttempts(csProfile)-before).To(BeNumerically("<=", 4), "scheduling attempts of a waiting gang in 5s")
 		By("a fourth node: the whole gang binds")
 		createNodes(ctx, framework.NodeSpec{Name: "cs-frag-4", CPU: "1", Memory: "8Gi"})
 		Eventually(g.bound(ctx), 30*time.Second).Should(Equal(4))
