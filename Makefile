@@ -150,6 +150,21 @@ bench: envtest-bin ## Benchmark every profile on scheduler_perf, 500 nodes / 1,0
 bench-full: envtest-bin ## Same at 5,000 nodes / 10,000 pods (about 2 min per profile and round on 2 cores).
 	$(call run-bench,full)
 
+.PHONY: bench-gang
+bench-gang: envtest-bin ## Gangs only: upstream's GangScheduling vs Berth's Coscheduling, 500 nodes / 100 gangs of 10, BENCH_COUNT rounds; write docs/benchmarks-gang.md.
+	rm -rf $(BENCH_DIR)/gang && mkdir -p $(BENCH_DIR)/gang
+	cd test/bench && $(GO) test -c -o $(BENCH_DIR)/bench.test .
+	cd test/bench && for round in $$(seq $(BENCH_COUNT)); do \
+		echo ">> gang: round $$round of $(BENCH_COUNT)"; \
+		PATH="$(ENVTEST_DIR):$$PATH" $(BENCH_DIR)/bench.test -test.run '^$$' -test.bench '^BenchmarkPerfScheduling/(GangScheduling|Coscheduling|CoschedulingNoStatus)/' -test.benchtime 1x -test.timeout 60m \
+			-perf-scheduling-label-filter quick -data-items-dir $(BENCH_DIR)/gang > $(BENCH_DIR)/gang-$$round.log 2>&1 \
+			|| { tail -100 $(BENCH_DIR)/gang-$$round.log; exit 1; }; \
+		awk '/^BenchmarkPerfScheduling\// { for (i = 2; i <= NF; i++) if ($$i == "SchedulingThroughput/Average") print "   " $$1 ": " $$(i-1) " pods/s" }' $(BENCH_DIR)/gang-$$round.log; \
+	done
+	$(GO) run ./hack/benchreport -data $(BENCH_DIR)/gang -out docs/benchmarks-gang.md \
+		-k8s $(K8S_VERSION) -command "make bench-gang (BENCH_COUNT=$(BENCH_COUNT))"
+	@echo ">> wrote docs/benchmarks-gang.md"
+
 ##@ Development
 
 .PHONY: generate

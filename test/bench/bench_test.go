@@ -28,12 +28,16 @@ import (
 	"sigs.k8s.io/yaml"
 
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's args in the scheduler's config scheme
+	"github.com/berth-scheduler/berth/pkg/plugins/coscheduling"
 	"github.com/berth-scheduler/berth/pkg/plugins/elasticquota"
 	"github.com/berth-scheduler/berth/pkg/registry"
 )
 
-// crdPath is the ElasticQuota CRD, as users install it.
-const crdPath = "../../manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml"
+// The CRDs Berth reads, as users install them.
+const (
+	elasticQuotaCRD = "../../manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml"
+	podGroupCRD     = "../../manifests/crds/scheduling.x-k8s.io_podgroups.yaml"
+)
 
 func TestMain(m *testing.M) {
 	if err := perf.InitTests(); err != nil {
@@ -49,22 +53,26 @@ func BenchmarkPerfScheduling(b *testing.B) {
 	perf.RunBenchmarkPerfScheduling(b, "config/performance-config.yaml", "berth", benchRegistry())
 }
 
-// benchRegistry is Berth's registry, with ElasticQuota installing its CRD
-// into the harness's API server first (the harness starts the scheduler
-// before any workload op could create it).
+// benchRegistry is Berth's registry, with ElasticQuota and Coscheduling
+// installing their CRDs into the harness's API server first (the harness
+// starts the scheduler before any workload op could create them).
 func benchRegistry() frameworkruntime.Registry {
 	r := registry.Plugins()
-	r[elasticquota.Name] = func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		if err := installCRD(ctx, h.KubeConfig()); err != nil {
-			return nil, fmt.Errorf("installing the ElasticQuota CRD: %w", err)
+	withCRD := func(path string, factory frameworkruntime.PluginFactory) frameworkruntime.PluginFactory {
+		return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			if err := installCRD(ctx, h.KubeConfig(), path); err != nil {
+				return nil, fmt.Errorf("installing the CRD %s: %w", path, err)
+			}
+			return factory(ctx, obj, h)
 		}
-		return elasticquota.New(ctx, obj, h)
 	}
+	r[elasticquota.Name] = withCRD(elasticQuotaCRD, elasticquota.New)
+	r[coscheduling.Name] = withCRD(podGroupCRD, coscheduling.New)
 	return r
 }
 
-func installCRD(ctx context.Context, cfg *rest.Config) error {
-	raw, err := os.ReadFile(filepath.Clean(crdPath))
+func installCRD(ctx context.Context, cfg *rest.Config, path string) error {
+	raw, err := os.ReadFile(filepath.Clean(path))
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,7 @@ const (
 	reasonBindFailed     = "GangMemberBindFailed"
 	reasonTimeoutClamped = "GangTimeoutClamped"
 	reasonYielded        = "GangYielded"
+	reasonUnschedulable  = "GangUnschedulable"
 )
 
 // Coscheduling is the plugin. All its instances in a process (one per
@@ -438,6 +439,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1
 		if msg := minResourcesGap(key, s, nodes); msg != "" {
 			rejectionsTotal.WithLabelValues("min-resources").Inc()
 			klog.FromContext(ctx).V(4).Info("Coscheduling: minResources do not fit", "pod", klog.KObj(pod), "podGroup", key, "gap", msg)
+			sh.events.podGroupRef(s, v1.EventTypeWarning, reasonUnschedulable, msg)
 			return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 		}
 	}

@@ -460,6 +460,9 @@ func TestMinResources(t *testing.T) {
 	if _, st, _ := s.f.RunPreFilterPlugins(s.ctx, framework.NewCycleState(), pods[1]); !st.IsSuccess() {
 		t.Fatalf("with one member held: %v", st)
 	}
+	if ev := strings.Join(s.rec.Events(), "\n"); !strings.Contains(ev, "Warning GangUnschedulable g: "+want) {
+		t.Errorf("events %q; want GangUnschedulable on the PodGroup", ev)
+	}
 }
 
 func TestStatusPhases(t *testing.T) {

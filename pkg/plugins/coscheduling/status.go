@@ -60,37 +60,27 @@ func (sh *shared) writeStatus(ctx context.Context) {
 }
 
 // eventLimiter records events on PodGroups through the scheduler's event
-// recorder, at most one per group, reason and message per minute, and a
-// GangWaiting event only when the count it reports changed.
+// recorder: at most one per group, reason and message a minute, and one
+// GangWaiting per group a minute whatever its counts.
 type eventLimiter struct {
 	fh fwk.Handle
 
-	mu       sync.Mutex
-	last     map[string]time.Time // key|reason|message -> when
-	reported map[string]counts    // key -> counts last reported waiting
-	now      func() time.Time
+	mu        sync.Mutex
+	last      map[string]time.Time // dedupe key -> when
+	lastSweep time.Time
+	now       func() time.Time
 }
 
 const eventInterval = time.Minute
 
 func newEventLimiter(fh fwk.Handle) *eventLimiter {
-	return &eventLimiter{fh: fh, last: map[string]time.Time{}, reported: map[string]counts{}, now: time.Now}
+	return &eventLimiter{fh: fh, last: map[string]time.Time{}, now: time.Now}
 }
 
-// waiting reports that a group waits for quorum, when its counts changed.
+// waiting reports that a group waits for quorum.
 func (l *eventLimiter) waiting(s *spec, c counts) {
-	if l == nil {
-		return
-	}
-	key := s.namespace + "/" + s.name
-	l.mu.Lock()
-	prev, seen := l.reported[key]
-	l.reported[key] = c
-	l.mu.Unlock()
-	if seen && prev.ready == c.ready && prev.minMember == c.minMember {
-		return
-	}
-	l.podGroupRef(s, v1.EventTypeNormal, reasonWaiting, fmt.Sprintf("%d/%d members, waiting for quorum", c.ready, c.minMember))
+	l.record(s, v1.EventTypeNormal, reasonWaiting, fmt.Sprintf("%d/%d members, waiting for quorum", c.ready, c.minMember),
+		s.namespace+"/"+s.name+"|"+reasonWaiting)
 }
 
 func (l *eventLimiter) podGroup(pg *schedv1alpha1.PodGroup, eventType, reason, msg string) {
@@ -99,10 +89,15 @@ func (l *eventLimiter) podGroup(pg *schedv1alpha1.PodGroup, eventType, reason, m
 
 // podGroupRef records an event regarding the PodGroup s names.
 func (l *eventLimiter) podGroupRef(s *spec, eventType, reason, msg string) {
+	l.record(s, eventType, reason, msg, s.namespace+"/"+s.name+"|"+reason+"|"+msg)
+}
+
+// record records the event unless one of the same id was recorded within
+// the interval.
+func (l *eventLimiter) record(s *spec, eventType, reason, msg, id string) {
 	if l == nil || l.fh == nil || l.fh.EventRecorder() == nil {
 		return
 	}
-	id := s.namespace + "/" + s.name + "|" + reason + "|" + msg
 	now := l.now()
 	l.mu.Lock()
 	if t, ok := l.last[id]; ok && now.Sub(t) < eventInterval {
@@ -110,9 +105,12 @@ func (l *eventLimiter) podGroupRef(s *spec, eventType, reason, msg string) {
 		return
 	}
 	l.last[id] = now
-	for k, t := range l.last { // bounded: entries older than the interval go
-		if now.Sub(t) >= eventInterval {
-			delete(l.last, k)
+	if now.Sub(l.lastSweep) >= eventInterval { // bounded: entries older than the interval go
+		l.lastSweep = now
+		for k, t := range l.last {
+			if now.Sub(t) >= eventInterval {
+				delete(l.last, k)
+			}
 		}
 	}
 	l.mu.Unlock()
