@@ -259,6 +259,12 @@ func (sh *shared) podGroupChanged(ctx context.Context, obj any, deleted bool) {
 			fmt.Sprintf("scheduleTimeoutSeconds %d exceeds the scheduler's 15m cap on a Permit wait; members wait at most 15m", *pg.Spec.ScheduleTimeoutSeconds))
 	}
 	if sh.mgr.setSpec(key, s) {
+		// A lowered minMember may complete a gang whose members wait.
+		if sh.mgr.release(key) {
+			for _, wp := range sh.waitingMembers(key) {
+				wp.Allow(Name)
+			}
+		}
 		if pods := sh.mgr.pendingMembers(key); len(pods) > 0 {
 			sh.activate(pods)
 		}
@@ -435,7 +441,9 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1
 		rejectionsTotal.WithLabelValues("gang-failed").Inc()
 		return nil, fwk.NewStatus(fwk.Unschedulable, failedMsg)
 	}
-	if len(s.minResources) > 0 && c.placed < s.minMember {
+	// minResources are checked for the first member of an attempt: the
+	// others follow it through Permit, which releases a gang that does not fit.
+	if len(s.minResources) > 0 && c.placed == 0 {
 		if msg := minResourcesGap(key, s, nodes); msg != "" {
 			rejectionsTotal.WithLabelValues("min-resources").Inc()
 			klog.FromContext(ctx).V(4).Info("Coscheduling: minResources do not fit", "pod", klog.KObj(pod), "podGroup", key, "gap", msg)

@@ -650,3 +650,19 @@ func TestNoActivationBeforeTheQueueExists(t *testing.T) {
 		t.Errorf("PreEnqueue: %v", st)
 	}
 }
+
+// Lowering minMember completes a gang whose members wait at Permit.
+func TestLoweredMinMemberReleasesTheWaitingGang(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2)}
+	s := newSim(t, []*v1.Node{node("n1", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
+	for _, p := range pods[:2] {
+		if st := s.schedule(p); !st.IsWait() {
+			t.Fatal(st)
+		}
+	}
+	s.pl.shared.podGroupChanged(s.ctx, podGroup("g", 2, 0), false)
+	s.waitDone("g-0", "g-1")
+	if b := s.boundPods(); len(b) != 2 {
+		t.Errorf("bound %v, want the two waiting members", b)
+	}
+}

@@ -335,6 +335,20 @@ func (m *manager) timesOutWithin(key string, uid types.UID, margin time.Duration
 	return ok && !m.now().Before(since.Add(g.spec.timeout-margin))
 }
 
+// release marks the reserved members of key's group allowed when the group
+// has minMember members placed (after its minMember was lowered, say).
+func (m *manager) release(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[key]
+	if g == nil || g.spec == nil || g.reserved.Len() == 0 || g.counts().placed < g.spec.minMember {
+		return false
+	}
+	g.allowed = g.allowed.Union(g.reserved)
+	clear(g.waitingSince)
+	return true
+}
+
 // markFailed refuses the group's members in PreFilter until something changes.
 func (m *manager) markFailed(key, msg string) {
 	m.mu.Lock()
