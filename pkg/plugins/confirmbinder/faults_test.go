@@ -195,6 +195,29 @@ func TestNodeLocksShrinkWithNodeChurn(t *testing.T) {
 	pl := p.(*ConfirmBinder)
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	// The fake clientset does not replay what happened between the
+	// informer's list and its watch: events before the watch is established
+	// are lost (and their locks with them; this test then hung until its
+	// timeout under load). A sentinel seen through the informer proves the
+	// watch is up; one created too early is lost too, so another follows.
+	nodeLister := factory.Core().V1().Nodes().Lister()
+	for i := 0; ; i++ {
+		if i == 30 {
+			t.Fatal("the node informer never saw a sentinel node")
+		}
+		name := fmt.Sprintf("sentinel-%d", i)
+		if _, err := client.CoreV1().Nodes().Create(ctx, st.MakeNode().Name(name).Obj(), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		seen := false
+		for deadline := time.Now().Add(time.Second); !seen && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			_, err := nodeLister.Get(name)
+			seen = err == nil
+		}
+		if seen {
+			break
+		}
+	}
 	locks := func() int {
 		n := 0
 		pl.nodes.locks.Range(func(any, any) bool { n++; return true })

@@ -687,7 +687,8 @@ func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1
 	}
 	reason, label := fmt.Sprintf("pod group %s: member %s left Permit before the gang was complete", key, pod.Name), "member-released"
 	if waited > 0 && waited >= s.timeout {
-		reason, label = fmt.Sprintf("pod group %s: member %s waited %s at Permit (scheduleTimeout) without the gang completing", key, pod.Name, s.timeout), "timeout"
+		// One message for the whole gang: its members time out together.
+		reason, label = fmt.Sprintf("pod group %s: members waited %s at Permit (scheduleTimeout) without the gang completing", key, s.timeout), "timeout"
 	}
 	if n := sh.rejectWaiting(key, reason+"; the gang's held members are released"); n > 0 || label == "timeout" {
 		rejectionsTotal.WithLabelValues(label).Add(float64(n + 1))

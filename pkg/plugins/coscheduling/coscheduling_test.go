@@ -340,7 +340,7 @@ func TestTimeoutReleasesTheGang(t *testing.T) {
 		t.Fatalf("after the timeout: waiting %v, bound %v", w, b)
 	}
 	s.waitFor("the timeout event", func() bool {
-		return strings.Contains(strings.Join(s.rec.Events(), "\n"), "Warning GangTimeout g: pod group jobs/g: member")
+		return strings.Contains(strings.Join(s.rec.Events(), "\n"), "Warning GangTimeout g: pod group jobs/g: members waited 1s at Permit")
 	})
 }
 

@@ -186,6 +186,7 @@ func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods 
 		t.Fatal(err)
 	}
 	s.f = f
+	s.watchesUp()
 	s.waitFor("the member informer to see every pod", func() bool {
 		for _, p := range pods {
 			if key, ok := groupKeyOf(p); ok {
@@ -203,6 +204,38 @@ func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods 
 		return true
 	})
 	return s
+}
+
+// watchesUp waits until both informers of the plugin watch: the fake
+// clientsets do not replay what happened between an informer's list and its
+// watch, so an object created before the watch is up would be lost. A
+// sentinel (in a namespace of its own) seen through each informer proves it;
+// one created too early is lost too, so another follows.
+func (s *sim) watchesUp() {
+	s.t.Helper()
+	mgr := s.pl.shared.mgr
+	for i := 0; ; i++ {
+		if i == 30 {
+			s.t.Fatal("the plugin's informers never saw a sentinel")
+		}
+		name := fmt.Sprintf("sentinel-%d", i)
+		pod := st.MakePod().Namespace("sentinel").Name(name).UID(name).Label(schedv1alpha1.PodGroupLabel, name).Obj()
+		if _, err := s.cs.CoreV1().Pods("sentinel").Create(s.ctx, pod, metav1.CreateOptions{}); err != nil {
+			s.t.Fatal(err)
+		}
+		pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "sentinel", Name: name}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 1}}
+		if _, err := s.pgc.SchedulingV1alpha1().PodGroups("sentinel").Create(s.ctx, pg, metav1.CreateOptions{}); err != nil {
+			s.t.Fatal(err)
+		}
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			c, spec, _, _ := mgr.snapshot("sentinel/" + name)
+			if spec != nil && c.ready == 1 {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 }
 
 // waitFor polls cond (the informers and the binding goroutines run apart).
