@@ -40,6 +40,7 @@ import (
 	"github.com/berth-scheduler/berth/apis/config/validation"
 	"github.com/berth-scheduler/berth/pkg/crdcheck"
 	"github.com/berth-scheduler/berth/pkg/gang"
+	"github.com/berth-scheduler/berth/pkg/leadership"
 	"github.com/berth-scheduler/berth/pkg/perclient"
 )
 
@@ -110,6 +111,11 @@ type shared struct {
 	// queueSeen: a pod reached PreEnqueue, so the scheduling queue (the
 	// handle's activator) exists.
 	queueSeen atomic.Bool
+	// schedulerSynced: when the scheduler's own pod informer synced
+	// (UnixNano; 0 before), for mayWrite.
+	schedulerSynced atomic.Int64
+	// writing: mayWrite said yes last time the status loop asked.
+	writing atomic.Bool
 	// rejectMu serialises this plugin's rejections of waiting pods: the
 	// framework's waitingPod.Reject writes its done flag under a read lock
 	// (k8s 1.37.2), so two concurrent Rejects of one pod race.
@@ -146,8 +152,8 @@ func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, 
 		if err := validation.ValidateCoschedulingArgs(nil, args); err != nil {
 			return nil, err
 		}
-		if h == nil || h.ClientSet() == nil {
-			return nil, errors.New("Coscheduling needs the scheduler's client")
+		if h == nil || h.ClientSet() == nil || h.SharedInformerFactory() == nil {
+			return nil, errors.New("Coscheduling needs the scheduler's client and informers")
 		}
 		registerMetrics()
 		sh, err := states.Get(ctx, h.ClientSet(), func(sh *shared) error {
@@ -184,7 +190,7 @@ func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 			h.Activate(klog.FromContext(ctx), pods)
 		}
 	}
-	sh.events = newEventLimiter(h)
+	sh.events = newEventLimiter(h, sh.mayWrite)
 	logger := klog.FromContext(ctx)
 
 	pgFactory := externalversions.NewSharedInformerFactory(c, 0)
@@ -219,6 +225,12 @@ func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 		return nil, fmt.Errorf("Coscheduling: the PodGroup informer did not sync within %s (can the scheduler list and watch podgroups.scheduling.x-k8s.io?)", syncTimeout)
 	}
 	sh.synced = podInformer.HasSynced
+	schedPods := h.SharedInformerFactory().Core().V1().Pods().Informer()
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), schedPods.HasSynced) {
+			sh.schedulerSynced.Store(time.Now().UnixNano())
+		}
+	}()
 	if err := gang.Provide(ctx, h.ClientSet(), sh); err != nil {
 		return nil, err
 	}
@@ -226,6 +238,22 @@ func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 		go wait.UntilWithContext(ctx, sh.writeStatus, args.StatusUpdateInterval.Duration)
 	}
 	return sh, nil
+}
+
+// electionGrace: a scheduler creates its leader elector right after its
+// caches synced; one with no elector this long after runs without leader
+// election. A variable so that tests need not wait.
+var electionGrace = 5 * time.Second
+
+// mayWrite reports whether this process writes status and events for users:
+// it holds the scheduler's lease, or it runs without leader election.
+// Replicas waiting for the lease write nothing (two writers would fight).
+func (sh *shared) mayWrite() bool {
+	if configured, leading := leadership.State(); configured {
+		return leading
+	}
+	t := sh.schedulerSynced.Load()
+	return t != 0 && time.Since(time.Unix(0, t)) >= electionGrace
 }
 
 // ToPlace implements gang.Members for ElasticQuota.
@@ -311,7 +339,7 @@ func (sh *shared) podChanged(logger klog.Logger, obj any) {
 		if d, ok := sh.mgr.completion(key); ok {
 			gangLatency.Observe(d.Seconds())
 			if s := sh.mgr.spec(key); s != nil {
-				sh.events.podGroupRef(s, v1.EventTypeNormal, reasonScheduled,
+				sh.events.background(s, v1.EventTypeNormal, reasonScheduled,
 					fmt.Sprintf("%d members bound in %s", s.minMember, d.Round(time.Millisecond)))
 			}
 		}

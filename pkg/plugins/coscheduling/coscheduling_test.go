@@ -666,3 +666,29 @@ func TestLoweredMinMemberReleasesTheWaitingGang(t *testing.T) {
 		t.Errorf("bound %v, want the two waiting members", b)
 	}
 }
+
+// A process that may not write (waiting for the lease, or before the
+// scheduler's caches synced) writes no status and records no event; once it
+// may, it writes every group.
+func TestWritesNothingUntilItMayWrite(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0)}
+	s := newSim(t, nil, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
+	sh := s.pl.shared
+	synced := sh.schedulerSynced.Swap(0)
+	sh.writeStatus(s.ctx)
+	sh.mgr.markDirty("jobs/g")
+	sh.writeStatus(s.ctx)
+	pg, err := s.pgc.SchedulingV1alpha1().PodGroups(testNS).Get(s.ctx, "g", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pg.Status.Phase != "" || len(s.rec.Events()) != 0 {
+		t.Fatalf("wrote phase %q and events %v while it may not write", pg.Status.Phase, s.rec.Events())
+	}
+	sh.schedulerSynced.Store(synced)
+	sh.mgr.takeDirty() // nothing marked: becoming the writer marks every group
+	sh.writeStatus(s.ctx)
+	if pg, _ = s.pgc.SchedulingV1alpha1().PodGroups(testNS).Get(s.ctx, "g", metav1.GetOptions{}); pg.Status.Phase != schedv1alpha1.PodGroupPending {
+		t.Errorf("phase %q once it may write, want Pending", pg.Status.Phase)
+	}
+}

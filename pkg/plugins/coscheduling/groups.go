@@ -436,6 +436,14 @@ func (m *manager) takeDirty() []string {
 	return keys
 }
 
+func (m *manager) markAllDirty() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.groups {
+		m.dirty.Insert(k)
+	}
+}
+
 func (m *manager) markDirty(keys ...string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -39,6 +39,7 @@ import (
 
 func init() {
 	schedmetrics.Register() // the scheduling queue records metrics
+	electionGrace = 0       // no leader election in these tests: write at once
 }
 
 const testNS = "jobs"
@@ -186,6 +187,8 @@ func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods 
 		t.Fatal(err)
 	}
 	s.f = f
+	informerFactory.Start(ctx.Done()) // the scheduler's: its pod informer syncing lets the plugin write
+	s.waitFor("the plugin to write", s.pl.shared.mayWrite)
 	s.watchesUp()
 	s.waitFor("the member informer to see every pod", func() bool {
 		for _, p := range pods {

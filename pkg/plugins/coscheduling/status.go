@@ -17,12 +17,18 @@ import (
 )
 
 // writeStatus writes the status of the PodGroups whose members or spec
-// changed since the last round, off the scheduling path. Every replica's
-// writer computes the status from its own informers and writes only a
-// difference, with the object's resourceVersion: replicas converge on the
-// same status (scheduleStartTime is written once), and a failed write is
-// logged, counted and tried again next round.
+// changed since the last round, off the scheduling path, only in the process
+// that schedules (mayWrite): it writes a difference, with the object's
+// resourceVersion, and a failed write is logged, counted and tried again next
+// round. A process that starts leading writes every group once.
 func (sh *shared) writeStatus(ctx context.Context) {
+	if !sh.mayWrite() {
+		sh.writing.Store(false)
+		return
+	}
+	if !sh.writing.Swap(true) {
+		sh.mgr.markAllDirty()
+	}
 	logger := klog.FromContext(ctx)
 	for _, key := range sh.mgr.takeDirty() {
 		s := sh.mgr.spec(key)
@@ -64,6 +70,10 @@ func (sh *shared) writeStatus(ctx context.Context) {
 // GangWaiting per group a minute whatever its counts.
 type eventLimiter struct {
 	fh fwk.Handle
+	// allowed says whether events from informers and background loops,
+	// which run in every replica, may be recorded (the leader's only).
+	// Events from extension points run only where the scheduler schedules.
+	allowed func() bool
 
 	mu        sync.Mutex
 	last      map[string]time.Time // dedupe key -> when
@@ -73,18 +83,29 @@ type eventLimiter struct {
 
 const eventInterval = time.Minute
 
-func newEventLimiter(fh fwk.Handle) *eventLimiter {
-	return &eventLimiter{fh: fh, last: map[string]time.Time{}, now: time.Now}
+func newEventLimiter(fh fwk.Handle, allowed func() bool) *eventLimiter {
+	return &eventLimiter{fh: fh, allowed: allowed, last: map[string]time.Time{}, now: time.Now}
 }
 
-// waiting reports that a group waits for quorum.
+// waiting reports that a group waits for quorum (from the status loop).
 func (l *eventLimiter) waiting(s *spec, c counts) {
+	if l == nil || (l.allowed != nil && !l.allowed()) {
+		return
+	}
 	l.record(s, v1.EventTypeNormal, reasonWaiting, fmt.Sprintf("%d/%d members, waiting for quorum", c.ready, c.minMember),
 		s.namespace+"/"+s.name+"|"+reasonWaiting)
 }
 
+// background records an event from an informer handler, if allowed.
+func (l *eventLimiter) background(s *spec, eventType, reason, msg string) {
+	if l == nil || (l.allowed != nil && !l.allowed()) {
+		return
+	}
+	l.podGroupRef(s, eventType, reason, msg)
+}
+
 func (l *eventLimiter) podGroup(pg *schedv1alpha1.PodGroup, eventType, reason, msg string) {
-	l.podGroupRef(&spec{name: pg.Name, namespace: pg.Namespace, uid: pg.UID}, eventType, reason, msg)
+	l.background(&spec{name: pg.Name, namespace: pg.Namespace, uid: pg.UID}, eventType, reason, msg)
 }
 
 // podGroupRef records an event regarding the PodGroup s names.

@@ -6,16 +6,20 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/utils/ptr"
 
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
@@ -78,13 +82,14 @@ func createGang(ctx SpecContext, ns, name, profile string, n int) string {
 	return name
 }
 
-func podGroupPhase(ctx SpecContext, ns, name string) func() (schedv1alpha1.PodGroupPhase, error) {
+// podGroupPhase polls the phase of PodGroup default/name.
+func podGroupPhase(ctx SpecContext, name string) func() (schedv1alpha1.PodGroupPhase, error) {
 	return func() (schedv1alpha1.PodGroupPhase, error) {
 		c, err := versioned.NewForConfig(env.Config)
 		if err != nil {
 			return "", err
 		}
-		pg, err := c.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		pg, err := c.SchedulingV1alpha1().PodGroups("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return "", err
 		}
@@ -147,7 +152,7 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 		}
 		// A gang of two: Coscheduling reads the PodGroup and writes its status.
 		pgName := createGang(ctx, "default", "rbac-gang", "berth-scheduler", 2)
-		Eventually(podGroupPhase(ctx, "default", pgName), "20s").Should(Equal(schedv1alpha1.PodGroupScheduling),
+		Eventually(podGroupPhase(ctx, pgName), "20s").Should(Equal(schedv1alpha1.PodGroupScheduling),
 			"the scheduler wrote the PodGroup's status; log: %s", logPath)
 		lease, err := env.Client.CoordinationV1().Leases(berthNamespace).Get(ctx, "berth-scheduler", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -232,6 +237,48 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 		Expect(fg.Enabled(genericfeatures.CoordinatedLeaderElection)).To(BeFalse())
 	})
 
+	It("writes PodGroup status only while it holds the lease", func(ctx SpecContext) {
+		// Another replica holds the lease: this one waits, schedules nothing
+		// and must write nothing.
+		now := metav1.NewMicroTime(time.Now())
+		_, err := env.Client.CoordinationV1().Leases(berthNamespace).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: berthNamespace, Name: "berth-scheduler"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("another-replica"), LeaseDurationSeconds: ptr.To[int32](3600),
+				AcquireTime: &now, RenewTime: &now},
+		}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) { // left by the spec before: take it over for another replica
+			lease, gerr := env.Client.CoordinationV1().Leases(berthNamespace).Get(ctx, "berth-scheduler", metav1.GetOptions{})
+			Expect(gerr).NotTo(HaveOccurred())
+			lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds, lease.Spec.RenewTime = ptr.To("another-replica"), ptr.To[int32](3600), &now
+			_, err = env.Client.CoordinationV1().Leases(berthNamespace).Update(ctx, lease, metav1.UpdateOptions{})
+		}
+		Expect(err).NotTo(HaveOccurred())
+		p, logPath := startAsServiceAccount(config, "status-follower")
+		defer p.Stop()
+		c, err := versioned.NewForConfig(env.Config)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = c.SchedulingV1alpha1().PodGroups("default").Create(ctx, &schedv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "follower-gang"},
+			Spec:       schedv1alpha1.PodGroupSpec{MinMember: 2},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(c.SchedulingV1alpha1().PodGroups("default").Delete(ctx, "follower-gang", metav1.DeleteOptions{})).To(Succeed())
+		})
+		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: "default", Name: "follower-gang-0", SchedulerName: "berth-scheduler", CPU: "100m",
+			Labels: map[string]string{schedv1alpha1.PodGroupLabel: "follower-gang"}})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.CoreV1().Pods("default").Delete(ctx, "follower-gang-0", *metav1.NewDeleteOptions(0))).To(Succeed())
+		})
+		Eventually(func() (bool, error) { return logContains(logPath, "Attempting to acquire leader lease") }, "20s").Should(BeTrue(), "log %s", logPath)
+		Consistently(podGroupPhase(ctx, "follower-gang"), "8s").Should(BeEmpty(), "a replica waiting for the lease wrote status; log %s", logPath)
+
+		By("the other replica's lease goes: this one leads and writes")
+		Expect(env.Client.CoordinationV1().Leases(berthNamespace).Delete(ctx, "berth-scheduler", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(podGroupPhase(ctx, "follower-gang"), "60s").Should(Equal(schedv1alpha1.PodGroupPending), "log %s", logPath)
+	})
+
 	It("is needed: without Berth's leader-election Role the scheduler cannot lead and schedules nothing", func(ctx SpecContext) {
 		Expect(env.Client.RbacV1().Roles(berthNamespace).Delete(ctx, "berth-scheduler:leader-election", metav1.DeleteOptions{})).To(Succeed())
 		p, logPath := startAsServiceAccount(config, "rbac-missing")
@@ -279,7 +326,7 @@ var _ = Describe("the control-plane RBAC", func() {
 		})
 		Eventually(framework.NodeNameOf(ctx, env.Client, "default", "cp-rbac-pod"), "20s").Should(Equal("cp-rbac-node"), "scheduler log: %s", logPath)
 		pgName := createGang(ctx, "default", "cp-rbac-gang", "berth-all", 2)
-		Eventually(podGroupPhase(ctx, "default", pgName), "20s").Should(Equal(schedv1alpha1.PodGroupScheduling), "log: %s", logPath)
+		Eventually(podGroupPhase(ctx, pgName), "20s").Should(Equal(schedv1alpha1.PodGroupScheduling), "log: %s", logPath)
 		log, err := os.ReadFile(logPath)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(regexp.MustCompile(`is forbidden: User \\?"system:kube-scheduler`).Match(log)).To(BeFalse(), "scheduler log %s has a denied request", logPath)
