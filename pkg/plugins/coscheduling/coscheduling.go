@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -38,7 +37,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
-	"github.com/berth-scheduler/berth/pkg/crdcheck"
+	"github.com/berth-scheduler/berth/pkg/crd"
 	"github.com/berth-scheduler/berth/pkg/gang"
 	"github.com/berth-scheduler/berth/pkg/leadership"
 	"github.com/berth-scheduler/berth/pkg/perclient"
@@ -131,11 +130,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if h == nil || h.KubeConfig() == nil {
 		return nil, errors.New("Coscheduling needs the scheduler's kubeconfig")
 	}
-	// kube-scheduler's client speaks protobuf; custom resources are JSON only.
-	cfg := rest.CopyConfig(h.KubeConfig())
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	c, err := versioned.NewForConfig(cfg)
+	c, err := crd.Client(h.KubeConfig())
 	if err != nil {
 		return nil, fmt.Errorf("building the PodGroup client: %w", err)
 	}
@@ -172,7 +167,7 @@ func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, 
 // newShared builds the gang state: PodGroup and member-pod informers, synced,
 // and the status writer, all tied to ctx.
 func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *config.CoschedulingArgs) (*shared, error) {
-	if err := crdcheck.Served(ctx, c.Discovery(), crdcheck.Resource{
+	if err := crd.Served(ctx, c.Discovery(), crd.Resource{
 		Plugin:       Name,
 		GroupVersion: schedv1alpha1.SchemeGroupVersion.String(),
 		Name:         "podgroups",
@@ -799,7 +794,7 @@ func (pl *Coscheduling) isSchedulableAfterPodGroupChange(logger klog.Logger, pod
 	if !ok {
 		return fwk.QueueSkip, nil
 	}
-	n, err := toPodGroup(newObj)
+	n, err := crd.As[schedv1alpha1.PodGroup](newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
@@ -807,7 +802,7 @@ func (pl *Coscheduling) isSchedulableAfterPodGroupChange(logger klog.Logger, pod
 		return fwk.QueueSkip, nil
 	}
 	if oldObj != nil {
-		if o, err := toPodGroup(oldObj); err == nil && apiequality.Semantic.DeepEqual(o.Spec, n.Spec) {
+		if o, err := crd.As[schedv1alpha1.PodGroup](oldObj); err == nil && apiequality.Semantic.DeepEqual(o.Spec, n.Spec) {
 			return fwk.QueueSkip, nil // a status write
 		}
 	}
@@ -848,21 +843,4 @@ func (pl *Coscheduling) isSchedulableAfterClusterChange(_ klog.Logger, pod *v1.P
 	}
 	pl.shared.mgr.clearFailed(key)
 	return fwk.Queue, nil
-}
-
-// toPodGroup reads a typed or unstructured PodGroup (the scheduler's dynamic
-// informer hands hints unstructured objects).
-func toPodGroup(obj any) (*schedv1alpha1.PodGroup, error) {
-	if pg, ok := obj.(*schedv1alpha1.PodGroup); ok {
-		return pg, nil
-	}
-	u, ok := obj.(runtime.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("want a PodGroup, got %T", obj)
-	}
-	pg := &schedv1alpha1.PodGroup{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), pg); err != nil {
-		return nil, fmt.Errorf("converting a PodGroup: %w", err)
-	}
-	return pg, nil
 }

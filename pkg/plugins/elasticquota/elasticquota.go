@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -35,7 +34,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
-	"github.com/berth-scheduler/berth/pkg/crdcheck"
+	"github.com/berth-scheduler/berth/pkg/crd"
 	"github.com/berth-scheduler/berth/pkg/gang"
 	"github.com/berth-scheduler/berth/pkg/perclient"
 )
@@ -99,11 +98,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if h == nil || h.KubeConfig() == nil {
 		return nil, errors.New("ElasticQuota needs the scheduler's kubeconfig")
 	}
-	// kube-scheduler's client speaks protobuf; custom resources are JSON only.
-	cfg := rest.CopyConfig(h.KubeConfig())
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	c, err := versioned.NewForConfig(cfg)
+	c, err := crd.Client(h.KubeConfig())
 	if err != nil {
 		return nil, fmt.Errorf("building the ElasticQuota client: %w", err)
 	}
@@ -238,7 +233,7 @@ func observePod(m *manager, obj any) {
 
 // checkCRD fails start-up when the ElasticQuota CRD is not served.
 func checkCRD(ctx context.Context, c versioned.Interface, budget time.Duration) error {
-	return crdcheck.Served(ctx, c.Discovery(), crdcheck.Resource{
+	return crd.Served(ctx, c.Discovery(), crd.Resource{
 		Plugin:       Name,
 		GroupVersion: schedv1alpha1.SchemeGroupVersion.String(),
 		Name:         "elasticquotas",
@@ -387,23 +382,23 @@ func (pl *ElasticQuota) EventsToRegister(_ context.Context) ([]fwk.ClusterEventW
 func (pl *ElasticQuota) isSchedulableAfterQuotaChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	switch {
 	case oldObj == nil && newObj != nil:
-		if n, err := toElasticQuota(newObj); err == nil {
+		if n, err := crd.As[schedv1alpha1.ElasticQuota](newObj); err == nil {
 			pl.shared.applyEvent(n, false)
 		}
 		return fwk.Queue, nil
 	case newObj == nil && oldObj != nil:
-		if o, err := toElasticQuota(oldObj); err == nil {
+		if o, err := crd.As[schedv1alpha1.ElasticQuota](oldObj); err == nil {
 			pl.shared.applyEvent(o, true)
 		}
 		return fwk.Queue, nil
 	case oldObj == nil:
 		return fwk.Queue, nil
 	}
-	o, err := toElasticQuota(oldObj)
+	o, err := crd.As[schedv1alpha1.ElasticQuota](oldObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
-	n, err := toElasticQuota(newObj)
+	n, err := crd.As[schedv1alpha1.ElasticQuota](newObj)
 	if err != nil {
 		return fwk.Queue, err
 	}
@@ -457,21 +452,4 @@ func (pl *ElasticQuota) isSchedulableAfterPodDeletion(_ klog.Logger, pod *v1.Pod
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
-}
-
-// toElasticQuota reads a typed or unstructured ElasticQuota (the scheduler's
-// dynamic informer hands hints unstructured objects).
-func toElasticQuota(obj any) (*schedv1alpha1.ElasticQuota, error) {
-	if eq, ok := obj.(*schedv1alpha1.ElasticQuota); ok {
-		return eq, nil
-	}
-	u, ok := obj.(runtime.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("want an ElasticQuota, got %T", obj)
-	}
-	eq := &schedv1alpha1.ElasticQuota{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), eq); err != nil {
-		return nil, fmt.Errorf("converting an ElasticQuota: %w", err)
-	}
-	return eq, nil
 }

@@ -1,7 +1,9 @@
-// Package crdcheck fails a plugin's start-up when the API server does not
-// serve the custom resource the plugin reads: an informer for it would
-// otherwise wait forever, and the scheduler would never say why.
-package crdcheck
+// Package crd holds what plugins that read scheduler-plugins' custom
+// resources (ElasticQuota, PodGroup) share: the start-up check that the API
+// server serves them (an informer would otherwise wait forever, and the
+// scheduler would never say why), a client for them, and their objects as
+// the scheduler's dynamic informer hands them to queueing hints.
+package crd
 
 import (
 	"context"
@@ -11,10 +13,39 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 )
+
+// Client builds a scheduler-plugins client from the scheduler's kubeconfig.
+// kube-scheduler's client speaks protobuf; custom resources are JSON only.
+func Client(kubeconfig *rest.Config) (versioned.Interface, error) {
+	cfg := rest.CopyConfig(kubeconfig)
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	return versioned.NewForConfig(cfg)
+}
+
+// As reads obj as a *T: typed (from a plugin's own informer) or
+// unstructured (the scheduler's dynamic informer hands hints those).
+func As[T any](obj any) (*T, error) {
+	if t, ok := obj.(*T); ok {
+		return t, nil
+	}
+	u, ok := obj.(runtime.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("want a %T, got %T", new(T), obj)
+	}
+	t := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), t); err != nil {
+		return nil, fmt.Errorf("converting to %T: %w", t, err)
+	}
+	return t, nil
+}
 
 // Resource names a custom resource a plugin needs.
 type Resource struct {
