@@ -209,40 +209,40 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 				if pod.Spec.NodeName != "" {
 					return false, fmt.Errorf("%s was bound to %s in phase %d; the scenario expects it Pending until phase %d", p.spec.Name, pod.Spec.NodeName, phase, p.pendingUntil)
 				}
-				events, err := framework.EventsFor(ctx, c, p.spec.Namespace, p.spec.Name, "FailedScheduling")()
+				msg, ok, err := latestEvent(ctx, c, p, "FailedScheduling")
 				if err != nil {
 					return false, err
 				}
-				if len(events) == 0 {
+				if !ok {
 					all = false
 					continue
 				}
-				results[i].message = latest(events).Message
+				results[i].message = msg
 				done[i] = true
 				continue
 			}
 			if pod.Spec.NodeName != "" && p.showEvent != "" {
-				events, err := framework.EventsFor(ctx, c, p.spec.Namespace, p.spec.Name, p.showEvent)()
+				msg, ok, err := latestEvent(ctx, c, p, p.showEvent)
 				if err != nil {
 					return false, err
 				}
-				if len(events) == 0 {
+				if !ok {
 					all = false
 					continue
 				}
-				results[i].message = latest(events).Message
+				results[i].message = msg
 			}
 			if pod.Spec.NodeName != "" {
 				done[i] = !final || !p.expectPreempted
 				all = all && done[i]
 				continue
 			}
-			events, err := framework.EventsFor(ctx, c, p.spec.Namespace, p.spec.Name, "FailedScheduling")()
+			msg, ok, err := latestEvent(ctx, c, p, "FailedScheduling")
 			if err != nil {
 				return false, err
 			}
-			if len(events) > 0 && p.expectNode == "" && !p.expectPreempted {
-				results[i].message = latest(events).Message
+			if ok && p.expectNode == "" && !p.expectPreempted {
+				results[i].message = msg
 				done[i] = true
 				continue
 			}
@@ -285,6 +285,16 @@ func createQuotas(ctx context.Context, env *framework.Env) error {
 		}
 	}
 	return nil
+}
+
+// latestEvent returns the message of the pod's latest event with reason,
+// and whether there is one.
+func latestEvent(ctx context.Context, c kubernetes.Interface, p demoPod, reason string) (string, bool, error) {
+	events, err := framework.EventsFor(ctx, c, p.spec.Namespace, p.spec.Name, reason)()
+	if err != nil || len(events) == 0 {
+		return "", false, err
+	}
+	return latest(events).Message, true, nil
 }
 
 func latest(events []v1.Event) v1.Event {
