@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/component-base/metrics/legacyregistry"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/berth-scheduler/berth/test/integration/framework"
@@ -60,21 +59,9 @@ func cpuOnNode(ctx SpecContext, node string) func() (int64, error) {
 
 // confirmations reads berth_confirmbinder_confirmations_total{result} from this process's registry.
 func confirmations(result string) float64 {
-	families, err := legacyregistry.DefaultGatherer.Gather()
+	v, err := framework.Counter("berth_confirmbinder_confirmations_total", map[string]string{"result": result})
 	Expect(err).NotTo(HaveOccurred())
-	for _, f := range families {
-		if f.GetName() != "berth_confirmbinder_confirmations_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return v
 }
 
 var _ = Describe("ConfirmBinder", Serial, func() {

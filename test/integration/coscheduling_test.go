@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
@@ -150,39 +149,18 @@ func (g gang) phase(ctx SpecContext, c versioned.Interface) func() (schedv1alpha
 
 // unschedulableAttempts reads scheduler_schedule_attempts_total{result="unschedulable",profile} from this process's registry.
 func unschedulableAttempts(profile string) float64 {
-	families, err := legacyregistry.DefaultGatherer.Gather()
+	v, err := framework.Counter("scheduler_schedule_attempts_total", map[string]string{"result": "unschedulable", "profile": profile})
 	Expect(err).NotTo(HaveOccurred())
-	for _, f := range families {
-		if f.GetName() != "scheduler_schedule_attempts_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["result"] == "unschedulable" && labels["profile"] == profile {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return v
 }
 
-// podGroupEvents returns the messages of the events regarding a PodGroup.
+// podGroupEvents returns a poller for the messages of the events with
+// reason regarding the PodGroup (the plugin's reasons are its only).
 func podGroupEvents(ctx SpecContext, ns, name, reason string) func() ([]string, error) {
+	events := framework.EventsFor(ctx, env.Client, ns, name, reason)
 	return func() ([]string, error) {
-		evs, err := env.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		var out []string
-		for _, e := range evs.Items {
-			if e.Regarding.Kind == "PodGroup" && e.Regarding.Name == name && e.Reason == reason {
-				out = append(out, e.Note)
-			}
-		}
-		return out, nil
+		evs, err := events()
+		return framework.EventMessages(evs), err
 	}
 }
 

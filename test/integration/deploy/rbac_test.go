@@ -84,11 +84,10 @@ func createGang(ctx SpecContext, ns, name, profile string, n int) string {
 
 // podGroupPhase polls the phase of PodGroup default/name.
 func podGroupPhase(ctx SpecContext, name string) func() (schedv1alpha1.PodGroupPhase, error) {
+	GinkgoHelper()
+	c, err := versioned.NewForConfig(env.Config)
+	Expect(err).NotTo(HaveOccurred())
 	return func() (schedv1alpha1.PodGroupPhase, error) {
-		c, err := versioned.NewForConfig(env.Config)
-		if err != nil {
-			return "", err
-		}
 		pg, err := c.SchedulingV1alpha1().PodGroups("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return "", err

@@ -147,11 +147,12 @@ func NodeNameOf(ctx context.Context, c kubernetes.Interface, namespace, name str
 	}
 }
 
-// EventsFor returns a poller for the events whose involved object is the pod
-// and whose reason is reason (e.g. "FailedScheduling", "Scheduled").
-func EventsFor(ctx context.Context, c kubernetes.Interface, namespace, pod, reason string) func() ([]v1.Event, error) {
+// EventsFor returns a poller for the events whose involved object is named
+// name (a pod, a PodGroup) and whose reason is reason (e.g.
+// "FailedScheduling", "Scheduled").
+func EventsFor(ctx context.Context, c kubernetes.Interface, namespace, name, reason string) func() ([]v1.Event, error) {
 	return func() ([]v1.Event, error) {
-		sel := fields.Set{"involvedObject.name": pod, "reason": reason}.AsSelector().String()
+		sel := fields.Set{"involvedObject.name": name, "reason": reason}.AsSelector().String()
 		l, err := c.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
 		if err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -151,4 +152,33 @@ func StartScheduler(ctx context.Context, configFile string, overrides runtime.Re
 func (s *Scheduler) Stop() error {
 	s.cancel()
 	return <-s.done
+}
+
+// Counter reads a counter of the scheduler running in this process from its
+// metrics registry: the series whose labels include all of labels (0 if none
+// has been written yet).
+func Counter(name string, labels map[string]string) (float64, error) {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return 0, err
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			return m.GetCounter().GetValue(), nil
+		}
+	}
+	return 0, nil
 }
