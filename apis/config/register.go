@@ -25,6 +25,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ConfirmBinderArgs{},
 		&ElasticQuotaArgs{},
 		&CoschedulingArgs{},
+		&AdmissionFeedbackArgs{},
 	)
 	return nil
 }

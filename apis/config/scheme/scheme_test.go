@@ -168,3 +168,30 @@ func TestDecodeCoschedulingArgs(t *testing.T) {
 		t.Errorf("want an unknown field error for scheduleTimeoutSeconds, got %v", err)
 	}
 }
+
+func TestDecodeAdmissionFeedbackArgs(t *testing.T) {
+	cfg, err := decode(t, berthProfile+`  - name: AdmissionFeedback
+    args:
+      refusalTTL: 2m
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pluginArgs(t, cfg, "AdmissionFeedback").(*config.AdmissionFeedbackArgs)
+	want := &config.AdmissionFeedbackArgs{
+		Reasons:            []string{"OutOf*", "UnexpectedAdmissionError", "TopologyAffinityError", "SMTAlignmentError", "NodeAffinity", "NodePorts"},
+		RefusalTTL:         metav1.Duration{Duration: 2 * time.Minute}, // the user's
+		MaxRefusalTTL:      metav1.Duration{Duration: time.Hour},
+		BlackHoleThreshold: 3,
+		BlackHoleWindow:    metav1.Duration{Duration: 10 * time.Minute},
+	}
+	if diff := cmp.Diff(want, got, cmpIgnoreTypeMeta); diff != "" {
+		t.Errorf("AdmissionFeedback args (-want,+got):\n%s", diff)
+	}
+	if _, err := decode(t, berthProfile+`  - name: AdmissionFeedback
+    args:
+      ttl: 2m
+`); err == nil || !strings.Contains(err.Error(), `unknown field "ttl"`) {
+		t.Errorf("want an unknown field error for ttl, got %v", err)
+	}
+}

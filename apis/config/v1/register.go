@@ -31,6 +31,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ConfirmBinderArgs{},
 		&ElasticQuotaArgs{},
 		&CoschedulingArgs{},
+		&AdmissionFeedbackArgs{},
 	)
 	return nil
 }

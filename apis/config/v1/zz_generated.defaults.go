@@ -29,12 +29,17 @@ import (
 // Public to allow building arbitrary schemes.
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
+	scheme.AddTypeDefaultingFunc(&AdmissionFeedbackArgs{}, func(obj interface{}) { SetObjectDefaults_AdmissionFeedbackArgs(obj.(*AdmissionFeedbackArgs)) })
 	scheme.AddTypeDefaultingFunc(&CELPolicyArgs{}, func(obj interface{}) { SetObjectDefaults_CELPolicyArgs(obj.(*CELPolicyArgs)) })
 	scheme.AddTypeDefaultingFunc(&ConfirmBinderArgs{}, func(obj interface{}) { SetObjectDefaults_ConfirmBinderArgs(obj.(*ConfirmBinderArgs)) })
 	scheme.AddTypeDefaultingFunc(&CoschedulingArgs{}, func(obj interface{}) { SetObjectDefaults_CoschedulingArgs(obj.(*CoschedulingArgs)) })
 	scheme.AddTypeDefaultingFunc(&ElasticQuotaArgs{}, func(obj interface{}) { SetObjectDefaults_ElasticQuotaArgs(obj.(*ElasticQuotaArgs)) })
 	scheme.AddTypeDefaultingFunc(&LoadAwareArgs{}, func(obj interface{}) { SetObjectDefaults_LoadAwareArgs(obj.(*LoadAwareArgs)) })
 	return nil
+}
+
+func SetObjectDefaults_AdmissionFeedbackArgs(in *AdmissionFeedbackArgs) {
+	SetDefaults_AdmissionFeedbackArgs(in)
 }
 
 func SetObjectDefaults_CELPolicyArgs(in *CELPolicyArgs) {
