@@ -11,8 +11,11 @@
 package leadership
 
 import (
+	"context"
 	"sync/atomic"
+	"time"
 
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 )
 
@@ -46,4 +49,49 @@ func (metric) SlowpathExercised(string) {}
 // is false.
 func State() (isConfigured, isLeading bool) {
 	return configured.Load(), leading.Load()
+}
+
+// ElectionGrace: a scheduler creates its leader elector right after its
+// caches synced; one with no elector this long after runs without leader
+// election. A variable so that tests need not wait.
+var ElectionGrace = 5 * time.Second
+
+// Writer says whether this process writes status and events for users: it
+// holds the scheduler's lease, or it runs without leader election. Replicas
+// waiting for the lease write nothing (two writers would fight), nor does a
+// process whose scheduler has not synced its caches.
+type Writer struct {
+	// synced: when the scheduler's informer synced (UnixNano; 0 before).
+	synced atomic.Int64
+}
+
+// NewWriter returns a Writer that learns, until ctx ends, when synced (the
+// scheduler's own pod informer's) first returns true.
+func NewWriter(ctx context.Context, synced cache.InformerSynced) *Writer {
+	w := &Writer{}
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), synced) {
+			w.synced.Store(time.Now().UnixNano())
+		}
+	}()
+	return w
+}
+
+// Allowed reports whether the process may write now.
+func (w *Writer) Allowed() bool {
+	if configured, leading := State(); configured {
+		return leading
+	}
+	t := w.synced.Load()
+	return t != 0 && time.Since(time.Unix(0, t)) >= ElectionGrace
+}
+
+// SetSynced overrides when the scheduler synced (the zero time: not yet),
+// for tests.
+func (w *Writer) SetSynced(t time.Time) {
+	if t.IsZero() {
+		w.synced.Store(0)
+		return
+	}
+	w.synced.Store(t.UnixNano())
 }

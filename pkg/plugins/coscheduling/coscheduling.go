@@ -110,9 +110,8 @@ type shared struct {
 	// queueSeen: a pod reached PreEnqueue, so the scheduling queue (the
 	// handle's activator) exists.
 	queueSeen atomic.Bool
-	// schedulerSynced: when the scheduler's own pod informer synced
-	// (UnixNano; 0 before), for mayWrite.
-	schedulerSynced atomic.Int64
+	// writer says whether this replica writes status and events.
+	writer *leadership.Writer
 	// writing: mayWrite said yes last time the status loop asked.
 	writing atomic.Bool
 	// rejectMu serialises this plugin's rejections of waiting pods: the
@@ -175,7 +174,8 @@ func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 	}, syncTimeout); err != nil {
 		return nil, err
 	}
-	sh := &shared{mgr: newManager(), args: *args, pgClient: c, fh: h}
+	sh := &shared{mgr: newManager(), args: *args, pgClient: c, fh: h,
+		writer: leadership.NewWriter(ctx, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)}
 	sh.activate = func(pods map[string]*v1.Pod) {
 		// The handle's activator is the scheduling queue, which the
 		// scheduler sets after building the profiles, while these informers
@@ -220,12 +220,6 @@ func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 		return nil, fmt.Errorf("Coscheduling: the PodGroup informer did not sync within %s (can the scheduler list and watch podgroups.scheduling.x-k8s.io?)", syncTimeout)
 	}
 	sh.synced = podInformer.HasSynced
-	schedPods := h.SharedInformerFactory().Core().V1().Pods().Informer()
-	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), schedPods.HasSynced) {
-			sh.schedulerSynced.Store(time.Now().UnixNano())
-		}
-	}()
 	if err := gang.Provide(ctx, h.ClientSet(), sh); err != nil {
 		return nil, err
 	}
@@ -235,21 +229,9 @@ func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 	return sh, nil
 }
 
-// electionGrace: a scheduler creates its leader elector right after its
-// caches synced; one with no elector this long after runs without leader
-// election. A variable so that tests need not wait.
-var electionGrace = 5 * time.Second
-
-// mayWrite reports whether this process writes status and events for users:
-// it holds the scheduler's lease, or it runs without leader election.
-// Replicas waiting for the lease write nothing (two writers would fight).
-func (sh *shared) mayWrite() bool {
-	if configured, leading := leadership.State(); configured {
-		return leading
-	}
-	t := sh.schedulerSynced.Load()
-	return t != 0 && time.Since(time.Unix(0, t)) >= electionGrace
-}
+// mayWrite reports whether this process writes status and events for users
+// (leadership.Writer).
+func (sh *shared) mayWrite() bool { return sh.writer.Allowed() }
 
 // ToPlace implements gang.Members for ElasticQuota.
 func (sh *shared) ToPlace(pod *v1.Pod) (string, []*v1.Pod, bool) {

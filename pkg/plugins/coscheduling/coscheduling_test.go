@@ -674,7 +674,7 @@ func TestWritesNothingUntilItMayWrite(t *testing.T) {
 	pods := []*v1.Pod{memberPod("g", 0)}
 	s := newSim(t, nil, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
 	sh := s.pl.shared
-	synced := sh.schedulerSynced.Swap(0)
+	sh.writer.SetSynced(time.Time{})
 	sh.writeStatus(s.ctx)
 	sh.mgr.markDirty("jobs/g")
 	sh.writeStatus(s.ctx)
@@ -685,7 +685,7 @@ func TestWritesNothingUntilItMayWrite(t *testing.T) {
 	if pg.Status.Phase != "" || len(s.rec.Events()) != 0 {
 		t.Fatalf("wrote phase %q and events %v while it may not write", pg.Status.Phase, s.rec.Events())
 	}
-	sh.schedulerSynced.Store(synced)
+	sh.writer.SetSynced(time.Now())
 	sh.mgr.takeDirty() // nothing marked: becoming the writer marks every group
 	sh.writeStatus(s.ctx)
 	if pg, _ = s.pgc.SchedulingV1alpha1().PodGroups(testNS).Get(s.ctx, "g", metav1.GetOptions{}); pg.Status.Phase != schedv1alpha1.PodGroupPending {

@@ -35,11 +35,12 @@ import (
 	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
 	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/pkg/leadership"
 )
 
 func init() {
-	schedmetrics.Register() // the scheduling queue records metrics
-	electionGrace = 0       // no leader election in these tests: write at once
+	schedmetrics.Register()      // the scheduling queue records metrics
+	leadership.ElectionGrace = 0 // no leader election in these tests: write at once
 }
 
 const testNS = "jobs"
