@@ -6,6 +6,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/berth-scheduler/berth/pkg/plugins/admissionfeedback"
 	"github.com/berth-scheduler/berth/pkg/plugins/celpolicy"
 	"github.com/berth-scheduler/berth/pkg/plugins/confirmbinder"
 	"github.com/berth-scheduler/berth/pkg/plugins/coscheduling"
@@ -16,11 +17,12 @@ import (
 // Plugins maps each Berth plugin's registry name to its factory.
 func Plugins() runtime.Registry {
 	return runtime.Registry{
-		celpolicy.Name:     celpolicy.New,
-		confirmbinder.Name: confirmbinder.New,
-		coscheduling.Name:  coscheduling.New,
-		elasticquota.Name:  elasticquota.New,
-		loadaware.Name:     loadaware.New,
+		admissionfeedback.Name: admissionfeedback.New,
+		celpolicy.Name:         celpolicy.New,
+		confirmbinder.Name:     confirmbinder.New,
+		coscheduling.Name:      coscheduling.New,
+		elasticquota.Name:      elasticquota.New,
+		loadaware.Name:         loadaware.New,
 	}
 }
 

@@ -1,0 +1,524 @@
+// Package admissionfeedback implements AdmissionFeedback: when a kubelet's
+// admission refuses a pod (OutOfcpu, UnexpectedAdmissionError,
+// TopologyAffinityError, ...), the node is avoided for the replacements the
+// pod's controller creates, instead of receiving them again because it now
+// looks emptier; a node that refuses pods of many controllers scores lowest.
+package admissionfeedback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/pkg/leadership"
+	"github.com/berth-scheduler/berth/pkg/perclient"
+)
+
+const (
+	// Name is the plugin's registry name; its args kind is Name+"Args".
+	Name = "AdmissionFeedback"
+
+	preFilterStateKey = "PreFilter" + Name
+
+	// ReasonNodeRefusedSibling is the event on a pod for which a node was
+	// skipped because it refused a pod of the same controller.
+	ReasonNodeRefusedSibling = "NodeRefusedSibling"
+	// ReasonNodeRefusingPods is the event on a node that refused pods of
+	// blackHoleThreshold controllers within blackHoleWindow.
+	ReasonNodeRefusingPods = "NodeRefusingPods"
+
+	signFragmentKey = Name + ".controller"
+
+	// syncTimeout bounds the wait for the Failed-pod informer at start-up.
+	syncTimeout = time.Minute
+	// sweepInterval: how often ended avoidances re-activate their pods.
+	sweepInterval = time.Second
+	// maxMessage bounds the kubelet's message quoted in reasons and events.
+	maxMessage = 200
+)
+
+// AdmissionFeedback keeps a controller's pods off the nodes whose kubelet
+// refused one of them, for a while.
+type AdmissionFeedback struct {
+	fh     fwk.Handle
+	shared *shared
+}
+
+var (
+	_ fwk.PreFilterPlugin   = &AdmissionFeedback{}
+	_ fwk.FilterPlugin      = &AdmissionFeedback{}
+	_ fwk.PreScorePlugin    = &AdmissionFeedback{}
+	_ fwk.ScorePlugin       = &AdmissionFeedback{}
+	_ fwk.EnqueueExtensions = &AdmissionFeedback{}
+	_ fwk.SignPlugin        = &AdmissionFeedback{}
+)
+
+// shared is the state all profiles of a scheduler share: one Failed-pod
+// informer, one store.
+type shared struct {
+	args    config.AdmissionFeedbackArgs
+	store   *store
+	reasons reasonMatcher
+	now     func() time.Time
+	fh      fwk.Handle
+	writer  *leadership.Writer
+	events  *eventLimiter
+
+	// activate moves pods back to the active queue (the handle's, or a
+	// test's).
+	activate func(klog.Logger, map[string]*v1.Pod)
+}
+
+var states perclient.Registry[*shared]
+
+// timeNow is the clock (a variable for tests).
+var timeNow = time.Now
+
+// Name returns the plugin's name.
+func (pl *AdmissionFeedback) Name() string { return Name }
+
+// New builds AdmissionFeedback: it starts the informer of Failed pods and
+// waits until it listed them, so a restarted scheduler avoids what it
+// avoided before.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, ok := obj.(*config.AdmissionFeedbackArgs)
+	if !ok {
+		return nil, fmt.Errorf("want args to be of type AdmissionFeedbackArgs, got %T", obj)
+	}
+	if err := validation.ValidateAdmissionFeedbackArgs(nil, args); err != nil {
+		return nil, err
+	}
+	if h == nil || h.ClientSet() == nil || h.SharedInformerFactory() == nil {
+		return nil, errors.New("AdmissionFeedback needs the scheduler's client and informers")
+	}
+	registerMetrics()
+	sh, err := states.Get(ctx, h.ClientSet(), func(sh *shared) error {
+		if !apiequality.Semantic.DeepEqual(sh.args, *args) {
+			return fmt.Errorf("AdmissionFeedback args differ between profiles (%+v and %+v): all profiles share one memory of refusals and must configure it alike", sh.args, *args)
+		}
+		return nil
+	}, func() (*shared, error) { return newShared(ctx, h, args) })
+	if err != nil {
+		return nil, err
+	}
+	return &AdmissionFeedback{fh: h, shared: sh}, nil
+}
+
+func newSharedState(h fwk.Handle, args *config.AdmissionFeedbackArgs) *shared {
+	sh := &shared{
+		args:    *args,
+		store:   newStore(args.RefusalTTL.Duration, args.MaxRefusalTTL.Duration, args.BlackHoleWindow.Duration, int(args.BlackHoleThreshold)),
+		reasons: newReasonMatcher(args.Reasons),
+		now:     timeNow,
+		fh:      h,
+	}
+	sh.store.evicted = refusalsEvicted.Inc
+	sh.activate = func(logger klog.Logger, pods map[string]*v1.Pod) { h.Activate(logger, pods) }
+	sh.events = newEventLimiter(h, func() bool { return sh.writer == nil || sh.writer.Allowed() })
+	return sh
+}
+
+// newShared builds the state, starts the Failed-pod informer and the sweep
+// loop, all tied to ctx, and replays the Failed pods that exist.
+func newShared(ctx context.Context, h fwk.Handle, args *config.AdmissionFeedbackArgs) (*shared, error) {
+	logger := klog.FromContext(ctx)
+	sh := newSharedState(h, args)
+	sh.writer = leadership.NewWriter(ctx, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)
+
+	// The scheduler's own pod informer leaves out Failed pods (a pod that
+	// turns Failed reaches it as a deletion of its previous state): this
+	// one lists and watches only them.
+	factory := informers.NewSharedInformerFactoryWithOptions(h.ClientSet(), 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("status.phase", string(v1.PodFailed)).String()
+		}))
+	failed := factory.Core().V1().Pods().Informer()
+	replay := newReplay(sh)
+	reg, err := failed.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { replay.add(logger, obj) },
+		// A Failed pod stays Failed; an update (labels, finalizers, a
+		// relist) is not a new refusal. A pod whose reason changed to an
+		// admission reason is.
+		UpdateFunc: func(oldObj, newObj any) {
+			if o, ok := oldObj.(*v1.Pod); ok && !sh.isRefusal(o) {
+				replay.add(logger, newObj)
+			}
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watching Failed pods: %w", err)
+	}
+	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) { sh.nodeUpdated(logger, oldObj, newObj) },
+		DeleteFunc: func(obj any) { sh.nodeDeleted(logger, obj) },
+	}); err != nil {
+		return nil, fmt.Errorf("watching nodes: %w", err)
+	}
+	factory.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(syncCtx.Done(), reg.HasSynced) {
+		return nil, fmt.Errorf("AdmissionFeedback: the informer of Failed pods did not sync within %s (can the scheduler list and watch pods?)", syncTimeout)
+	}
+	n := replay.finish(logger)
+	logger.V(2).Info("AdmissionFeedback: rebuilt refusals from Failed pods", "refusals", n, "remembered", sh.store.size())
+	go wait.UntilWithContext(ctx, sh.sweep, sweepInterval)
+	return sh, nil
+}
+
+// replay buffers the refusals of the informer's initial list, which arrive
+// in no particular order, and applies them sorted by time; later ones are
+// applied as they come.
+type replay struct {
+	sh      *shared
+	mu      sync.Mutex
+	pending []observed
+	done    bool
+}
+
+func newReplay(sh *shared) *replay { return &replay{sh: sh} }
+
+func (r *replay) add(logger klog.Logger, obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	o, ok := r.sh.refusalOf(pod)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	if !r.done {
+		r.pending = append(r.pending, o)
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	r.sh.record(logger, o, true)
+}
+
+func (r *replay) finish(logger klog.Logger) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sortObserved(r.pending)
+	for _, o := range r.pending {
+		r.sh.record(logger, o, false)
+	}
+	n := len(r.pending)
+	r.pending, r.done = nil, true
+	return n
+}
+
+// refusalOf reads a refused pod: Failed with an admission reason, on a
+// node, of a controller that is not a DaemonSet.
+func (sh *shared) refusalOf(pod *v1.Pod) (observed, bool) {
+	if !sh.isRefusal(pod) {
+		return observed{}, false
+	}
+	ctrl, ok := controllerOf(pod)
+	if !ok {
+		return observed{}, false
+	}
+	// The kubelet sets startTime when it refuses a pod that never ran;
+	// it is when the refusal happened, which a restarted scheduler needs.
+	at := sh.now()
+	if st := pod.Status.StartTime; st != nil && !st.IsZero() && st.Time.Before(at) {
+		at = st.Time
+	}
+	return observed{
+		ctrl: ctrl, node: pod.Spec.NodeName, reason: pod.Status.Reason,
+		message: truncate(pod.Status.Message, maxMessage),
+		pod:     pod.Namespace + "/" + pod.Name, podUID: pod.UID, at: at,
+	}, true
+}
+
+func (sh *shared) isRefusal(pod *v1.Pod) bool {
+	return pod.Status.Phase == v1.PodFailed && pod.Spec.NodeName != "" && sh.reasons.matches(pod.Status.Reason)
+}
+
+// record stores a refusal, counts it and, when the node became a black
+// hole, says so on the node.
+func (sh *shared) record(logger klog.Logger, o observed, live bool) {
+	r, becameBlackHole := sh.store.observe(o)
+	if r == nil {
+		return
+	}
+	if live {
+		refusalsTotal.WithLabelValues(reasonLabel(o.reason)).Inc()
+	}
+	rememberedRefusals.Set(float64(sh.store.size()))
+	logger.V(2).Info("AdmissionFeedback: node refused a pod; avoiding it for the controller's pods",
+		"node", o.node, "pod", o.pod, "controller", o.ctrl.String(), "reason", o.reason,
+		"refusals", r.count, "avoidFor", r.until.Sub(o.at).String())
+	if becameBlackHole {
+		blackHoleNodes.Set(float64(sh.blackHoles().Len()))
+		if live {
+			sh.events.node(o.node, fmt.Sprintf("refused pods of %d controllers within %s (the latest %s of %s: %s): it scores lowest for every pod",
+				sh.args.BlackHoleThreshold, sh.args.BlackHoleWindow.Duration, o.pod, o.ctrl, o.reason))
+		}
+	}
+}
+
+// blackHoles returns the current black-hole nodes (not to be changed).
+func (sh *shared) blackHoles() sets.Set[string] { return *sh.store.blackHoles.Load() }
+
+// sweep ends the avoidances that are due and activates the pods that
+// waited for them.
+func (sh *shared) sweep(ctx context.Context) {
+	waiting := sh.store.sweep(sh.now())
+	blackHoleNodes.Set(float64(sh.blackHoles().Len()))
+	rememberedRefusals.Set(float64(sh.store.size()))
+	sh.activatePods(klog.FromContext(ctx), waiting, "avoidance ended")
+}
+
+func (sh *shared) activatePods(logger klog.Logger, pods []*v1.Pod, why string) {
+	if len(pods) == 0 {
+		return
+	}
+	m := make(map[string]*v1.Pod, len(pods))
+	for _, p := range pods {
+		m[p.Namespace+"/"+p.Name] = p
+	}
+	logger.V(4).Info("AdmissionFeedback: activating pods", "pods", len(m), "why", why)
+	sh.activate(logger, m)
+}
+
+// nodeUpdated forgets the node's refusals when its allocatable, capacity or
+// labels changed: the device plugin recovered, the node was resized or
+// relabelled, and the kubelet may admit what it refused.
+func (sh *shared) nodeUpdated(logger klog.Logger, oldObj, newObj any) {
+	oldNode, ok1 := oldObj.(*v1.Node)
+	newNode, ok2 := newObj.(*v1.Node)
+	if !ok1 || !ok2 || !nodeFixed(oldNode, newNode) {
+		return
+	}
+	n, waiting := sh.store.forgetNode(newNode.Name, sh.now())
+	if n == 0 {
+		return
+	}
+	logger.V(2).Info("AdmissionFeedback: node changed; forgetting its refusals", "node", klog.KObj(newNode), "refusals", n)
+	blackHoleNodes.Set(float64(sh.blackHoles().Len()))
+	rememberedRefusals.Set(float64(sh.store.size()))
+	sh.activatePods(logger, waiting, "node changed")
+}
+
+func (sh *shared) nodeDeleted(logger klog.Logger, obj any) {
+	node, _, err := schedutil.As[*v1.Node](obj, nil)
+	if err != nil || node == nil {
+		return
+	}
+	if n, _ := sh.store.forgetNode(node.Name, sh.now()); n > 0 {
+		logger.V(4).Info("AdmissionFeedback: node deleted; dropping its refusals", "node", klog.KObj(node), "refusals", n)
+		rememberedRefusals.Set(float64(sh.store.size()))
+	}
+}
+
+// nodeFixed: what the kubelet admits by changed.
+func nodeFixed(oldNode, newNode *v1.Node) bool {
+	return !apiequality.Semantic.DeepEqual(oldNode.Status.Allocatable, newNode.Status.Allocatable) ||
+		!apiequality.Semantic.DeepEqual(oldNode.Status.Capacity, newNode.Status.Capacity) ||
+		!apiequality.Semantic.DeepEqual(oldNode.Labels, newNode.Labels)
+}
+
+// controllerOf returns the pod's controller, unless it has none or it is
+// a DaemonSet (whose pods must go to their node).
+func controllerOf(pod *v1.Pod) (controller, bool) {
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.UID == "" || ref.Kind == "DaemonSet" {
+		return controller{}, false
+	}
+	return controller{uid: ref.UID, kind: ref.Kind, namespace: pod.Namespace, name: ref.Name}, true
+}
+
+// exempt: pods AdmissionFeedback leaves alone.
+func exempt(pod *v1.Pod) (controller, bool) {
+	if pod.Spec.NodeName != "" {
+		return controller{}, true
+	}
+	c, ok := controllerOf(pod)
+	return c, !ok
+}
+
+// preFilterState maps each node avoided for the pod to the reason.
+type preFilterState struct {
+	avoided map[string]string
+}
+
+// Clone: the state is not changed after PreFilter.
+func (s *preFilterState) Clone() fwk.StateData { return s }
+
+// PreFilter looks up the refusals of the pod's controller; a pod whose
+// controller no node is refusing now is skipped (Filter costs nothing).
+func (pl *AdmissionFeedback) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	ctrl, skip := exempt(pod)
+	if skip {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	now := pl.shared.now()
+	refusals := pl.shared.store.avoided(ctrl.uid, pod, now)
+	if len(refusals) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	s := &preFilterState{avoided: make(map[string]string, len(refusals))}
+	for _, r := range refusals {
+		msg := refusalMessage(r, now)
+		s.avoided[r.node] = msg
+		pl.shared.events.pod(pod, r.node, msg)
+	}
+	klog.FromContext(ctx).V(4).Info("AdmissionFeedback: avoiding nodes that refused the controller's pods", "pod", klog.KObj(pod), "controller", ctrl.String(), "nodes", len(s.avoided))
+	state.Write(preFilterStateKey, s)
+	return nil, nil
+}
+
+// refusalMessage is the reason Filter gives for an avoided node.
+func refusalMessage(r observed, now time.Time) string {
+	return fmt.Sprintf("node %s refused pod %s of %s %s ago: %s (%s)",
+		r.node, r.pod, r.ctrl, duration.HumanDuration(now.Sub(r.at)), r.reason, r.message)
+}
+
+// PreFilterExtensions returns nil: a refusal does not depend on the pods on
+// the node.
+func (pl *AdmissionFeedback) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Filter rejects the nodes PreFilter found refusing the controller's pods.
+// Preemption cannot change a refusal: UnschedulableAndUnresolvable.
+func (pl *AdmissionFeedback) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	s, err := readState(state)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if msg, ok := s.avoided[nodeInfo.Node().Name]; ok {
+		nodesSkipped.Inc()
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
+	return nil
+}
+
+func readState(state fwk.CycleState) (*preFilterState, error) {
+	c, err := state.Read(preFilterStateKey)
+	if err != nil {
+		return nil, fmt.Errorf("reading %q from cycleState: %w", preFilterStateKey, err)
+	}
+	s, ok := c.(*preFilterState)
+	if !ok {
+		return nil, fmt.Errorf("%+v convert to admissionfeedback.preFilterState error", c)
+	}
+	return s, nil
+}
+
+// PreScore skips pods AdmissionFeedback leaves alone, and every pod while
+// no node is a black hole.
+func (pl *AdmissionFeedback) PreScore(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	if _, skip := exempt(pod); skip || pl.shared.blackHoles().Len() == 0 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
+// Score is 0 for a black-hole node, the maximum for the rest.
+func (pl *AdmissionFeedback) Score(_ context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	if pl.shared.blackHoles().Has(nodeInfo.Node().Name) {
+		return fwk.MinNodeScore, nil
+	}
+	return fwk.MaxNodeScore, nil
+}
+
+// ScoreExtensions returns nil: scores are already in range.
+func (pl *AdmissionFeedback) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// SignPod: the result depends on the pod only through its controller
+// (KEP-5598 batching stays on).
+func (pl *AdmissionFeedback) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	ctrl, skip := exempt(pod)
+	if skip {
+		return []fwk.SignFragment{{Key: signFragmentKey, Value: ""}}, nil
+	}
+	return []fwk.SignFragment{{Key: signFragmentKey, Value: string(ctrl.uid)}}, nil
+}
+
+// EventsToRegister: a node whose allocatable or labels changed forgets its
+// refusals (the capacity-only case is covered by the node handler, which
+// activates the waiting pods). An ended avoidance activates its pods too.
+func (pl *AdmissionFeedback) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
+	}, nil
+}
+
+// isSchedulableAfterNodeChange queues a rejected pod when a node's
+// allocatable, capacity or labels changed (its refusals are forgotten).
+func (pl *AdmissionFeedback) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldNode, newNode, err := schedutil.As[*v1.Node](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	if oldNode == nil || newNode == nil || !nodeFixed(oldNode, newNode) {
+		return fwk.QueueSkip, nil
+	}
+	logger.V(5).Info("AdmissionFeedback: node changed, its refusals are forgotten", "pod", klog.KObj(pod), "node", klog.KObj(newNode))
+	return fwk.Queue, nil
+}
+
+// reasonMatcher matches status reasons: exact, or by prefix ("OutOf*").
+type reasonMatcher struct {
+	exact    map[string]struct{}
+	prefixes []string
+}
+
+func newReasonMatcher(reasons []string) reasonMatcher {
+	m := reasonMatcher{exact: map[string]struct{}{}}
+	for _, r := range reasons {
+		if p, ok := strings.CutSuffix(r, "*"); ok {
+			m.prefixes = append(m.prefixes, p)
+		} else {
+			m.exact[r] = struct{}{}
+		}
+	}
+	return m
+}
+
+func (m reasonMatcher) matches(reason string) bool {
+	if reason == "" {
+		return false
+	}
+	if _, ok := m.exact[reason]; ok {
+		return true
+	}
+	for _, p := range m.prefixes {
+		if strings.HasPrefix(reason, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
