@@ -46,6 +46,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		filepath.Join(root, "manifests", "examples", "confirmbinder.yaml"),
 		filepath.Join(root, "manifests", "examples", "elasticquota.yaml"),
 		filepath.Join(root, "manifests", "examples", "coscheduling.yaml"),
+		filepath.Join(root, "manifests", "examples", "admissionfeedback.yaml"),
 	)
 	Expect(err).NotTo(HaveOccurred())
 	metricsServer = framework.StartMetricsServer()
