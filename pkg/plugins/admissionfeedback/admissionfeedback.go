@@ -343,7 +343,7 @@ func nodeFixed(oldNode, newNode *v1.Node) bool {
 // controllerOf returns the pod's controller, unless it has none or it is
 // a DaemonSet (whose pods must go to their node).
 func controllerOf(pod *v1.Pod) (controller, bool) {
-	ref := metav1.GetControllerOf(pod)
+	ref := metav1.GetControllerOfNoCopy(pod)
 	if ref == nil || ref.UID == "" || ref.Kind == "DaemonSet" {
 		return controller{}, false
 	}
