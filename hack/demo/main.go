@@ -141,7 +141,11 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 	if err := <-provisioned; err != nil {
 		return fmt.Errorf("provisioning %s: %w", cbClaim, err)
 	}
-	unexpected := printTable(results)
+	afResults, err := runAdmissionFeedback(ctx, c, timeout)
+	if err != nil {
+		return fmt.Errorf("%w (scheduler log: %s)", err, logPath)
+	}
+	unexpected := printTable(append(results, afResults...))
 
 	if os.Getenv("DEMO_KEEP") == "1" {
 		step("DEMO_KEEP=1: the cluster keeps running until Ctrl-C")

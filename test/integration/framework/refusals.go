@@ -32,7 +32,8 @@ const (
 // with a reason and message, and startTime set to the refusal.
 type RefusingKubelet struct {
 	refusing atomic.Bool
-	refused  atomic.Int64
+	mu       sync.Mutex
+	refused  []string
 }
 
 // StartRefusingKubelet refuses pods bound to node until ctx ends or
@@ -53,7 +54,9 @@ func StartRefusingKubelet(ctx context.Context, c kubernetes.Interface, node stri
 		now := metav1.Now()
 		p.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: RefusalReason, Message: RefusalMessage, StartTime: &now}
 		if _, err := c.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err == nil {
-			k.refused.Add(1)
+			k.mu.Lock()
+			k.refused = append(k.refused, p.Namespace+"/"+p.Name)
+			k.mu.Unlock()
 		}
 	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: refuse, UpdateFunc: func(_, o any) { refuse(o) }}); err != nil {
@@ -67,7 +70,14 @@ func StartRefusingKubelet(ctx context.Context, c kubernetes.Interface, node stri
 }
 
 // Refused is how many pods it refused.
-func (k *RefusingKubelet) Refused() int { return int(k.refused.Load()) }
+func (k *RefusingKubelet) Refused() int { return len(k.RefusedPods()) }
+
+// RefusedPods are the pods it refused (namespace/name), in order.
+func (k *RefusingKubelet) RefusedPods() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.refused...)
+}
 
 // SetRefusing turns the refusals on or off (the device plugin recovered).
 func (k *RefusingKubelet) SetRefusing(on bool) { k.refusing.Store(on) }
@@ -163,6 +173,9 @@ func (r *Replacer) Latest() string {
 	return p[len(p)-1]
 }
 
+// Stop stops replacing (its watch ends); the pods stay.
+func (r *Replacer) Stop() { r.cancel() }
+
 // Close stops replacing, then deletes the ReplicaSet and every pod it created.
 func (r *Replacer) Close(ctx context.Context) error {
 	r.cancel()
@@ -172,14 +185,16 @@ func (r *Replacer) Close(ctx context.Context) error {
 	return r.c.AppsV1().ReplicaSets(r.rs.Namespace).Delete(ctx, r.rs.Name, metav1.DeleteOptions{})
 }
 
-// RefusalCluster is three nodes for one test, reached through a node
-// selector: BlackHole, the roomiest (LeastAllocated prefers it), whose
-// stand-in kubelet refuses every pod, and two smaller nodes that admit.
+// RefusalCluster is three nodes for one test, tainted for its pods alone and
+// reached through a node selector: BlackHole, the roomiest (LeastAllocated
+// prefers it), whose stand-in kubelet refuses every pod, and two smaller
+// nodes that admit.
 type RefusalCluster struct {
 	BlackHole string
 	Others    []string
 	Selector  map[string]string
 	Kubelet   *RefusingKubelet
+	taint     v1.Taint
 
 	c      kubernetes.Interface
 	cancel context.CancelFunc
@@ -190,13 +205,14 @@ type RefusalCluster struct {
 func StartRefusalCluster(ctx context.Context, c kubernetes.Interface, id string) (*RefusalCluster, error) {
 	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	rc := &RefusalCluster{BlackHole: "black-hole-" + id, Others: []string{"admits-" + id + "-a", "admits-" + id + "-b"},
-		Selector: map[string]string{"berth.dev/refusal-cluster": id}, c: c, cancel: cancel}
+		Selector: map[string]string{"berth.dev/refusal-cluster": id}, c: c, cancel: cancel,
+		taint: v1.Taint{Key: "berth.dev/refusal-cluster", Value: id, Effect: v1.TaintEffectNoSchedule}}
 	for i, name := range append([]string{rc.BlackHole}, rc.Others...) {
 		cpu, mem := "4", "8Gi"
 		if i == 0 {
 			cpu, mem = "16", "64Gi"
 		}
-		if _, err := CreateNode(ctx, c, NodeSpec{Name: name, CPU: cpu, Memory: mem, Labels: rc.Selector}); err != nil {
+		if _, err := CreateNode(ctx, c, NodeSpec{Name: name, CPU: cpu, Memory: mem, Labels: rc.Selector, Taints: []v1.Taint{rc.taint}}); err != nil {
 			_ = rc.Close(ctx)
 			return nil, err
 		}
@@ -211,8 +227,12 @@ func StartRefusalCluster(ctx context.Context, c kubernetes.Interface, id string)
 
 // PodSpec is a pod of 1 CPU and 1Gi for profile, kept on the cluster's nodes.
 func (rc *RefusalCluster) PodSpec(namespace, name, profile string) PodSpec {
-	return PodSpec{Namespace: namespace, Name: name, SchedulerName: profile, CPU: "1", Memory: "1Gi", NodeSelector: rc.Selector}
+	return PodSpec{Namespace: namespace, Name: name, SchedulerName: profile, CPU: "1", Memory: "1Gi", NodeSelector: rc.Selector,
+		Tolerations: []v1.Toleration{{Key: rc.taint.Key, Operator: v1.TolerationOpEqual, Value: rc.taint.Value, Effect: rc.taint.Effect}}}
 }
+
+// Stop stops the refusing kubelet (its watch ends); the nodes stay.
+func (rc *RefusalCluster) Stop() { rc.cancel() }
 
 // Close stops the refusing kubelet and deletes the nodes.
 func (rc *RefusalCluster) Close(ctx context.Context) error {
