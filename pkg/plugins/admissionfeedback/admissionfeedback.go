@@ -438,9 +438,9 @@ func (pl *AdmissionFeedback) PreScore(_ context.Context, _ fwk.CycleState, pod *
 // Score is 0 for a black-hole node, the maximum for the rest.
 func (pl *AdmissionFeedback) Score(_ context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	if pl.shared.blackHoles().Has(nodeInfo.Node().Name) {
-		return fwk.MinNodeScore, nil
+		return fwk.MinScore, nil
 	}
-	return fwk.MaxNodeScore, nil
+	return fwk.MaxScore, nil
 }
 
 // ScoreExtensions returns nil: scores are already in range.

@@ -92,11 +92,11 @@ func (r *recorder) take() (activated, evs []string) {
 // env is the plugin built by New on a framework handle with a fake
 // clientset holding the given objects, and a clock the test moves.
 type env struct {
-	t     *testing.T
-	ctx   context.Context
-	pl    *AdmissionFeedback
-	cs    *clientsetfake.Clientset
-	rec   *recorder
+	t   *testing.T
+	ctx context.Context
+	pl  *AdmissionFeedback
+	cs  *clientsetfake.Clientset
+	rec *recorder
 }
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -456,8 +456,8 @@ func TestBlackHoleScoresLowestForEveryPod(t *testing.T) {
 		t.Errorf("PreScore did not skip with no black hole (score %d)", v)
 	}
 	e.observe(refused("c-1", "c", "bh", "UnexpectedAdmissionError", t0.Add(time.Second)))
-	if v, w := score(pending("d-1", "d"), "bh"), score(pending("d-1", "d"), "ok"); v != fwk.MinNodeScore || w != fwk.MaxNodeScore {
-		t.Errorf("scores bh %d, ok %d: want %d and %d", v, w, fwk.MinNodeScore, fwk.MaxNodeScore)
+	if v, w := score(pending("d-1", "d"), "bh"), score(pending("d-1", "d"), "ok"); v != fwk.MinScore || w != fwk.MaxScore {
+		t.Errorf("scores bh %d, ok %d: want %d and %d", v, w, fwk.MinScore, fwk.MaxScore)
 	}
 	// A pod of another controller may still go there: not a filter.
 	if _, skipped := e.avoided(pending("d-1", "d"), "bh"); !skipped {
