@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,7 +20,6 @@ import (
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/informers"
 	clientsetfake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -31,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/pkg/handletest"
 	"github.com/berth-scheduler/berth/pkg/leadership"
 )
 
@@ -56,39 +55,6 @@ func defaultArgs() *config.AdmissionFeedbackArgs {
 	}
 }
 
-// recorder is the handle's activator and event recorder.
-type recorder struct {
-	mu        sync.Mutex
-	activated []string
-	events    []string
-}
-
-func (r *recorder) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range pods {
-		r.activated = append(r.activated, k)
-	}
-}
-
-func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m, _ := regarding.(metav1.Object)
-	r.events = append(r.events, fmt.Sprintf("%s %s %s: %s", eventtype, reason, m.GetName(), fmt.Sprintf(note, args...)))
-}
-
-func (r *recorder) WithLogger(klog.Logger) events.EventRecorderLogger { return r }
-
-func (r *recorder) take() (activated, evs []string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	activated, evs = r.activated, r.events
-	r.activated, r.events = nil, nil
-	slices.Sort(activated)
-	return activated, evs
-}
-
 // env is the plugin built by New on a framework handle with a fake
 // clientset holding the given objects, and a clock the test moves.
 type env struct {
@@ -96,7 +62,7 @@ type env struct {
 	ctx context.Context
 	pl  *AdmissionFeedback
 	cs  *clientsetfake.Clientset
-	rec *recorder
+	rec *handletest.Recorder
 }
 
 var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -110,7 +76,7 @@ func newEnv(t *testing.T, args *config.AdmissionFeedbackArgs, objs ...runtime.Ob
 	if args == nil {
 		args = defaultArgs()
 	}
-	e := &env{t: t, ctx: ctx, cs: clientsetfake.NewClientset(objs...), rec: &recorder{}}
+	e := &env{t: t, ctx: ctx, cs: clientsetfake.NewClientset(objs...), rec: &handletest.Recorder{}}
 	e.setClock(t0) // replayed refusals are timed by the pods' startTime against it
 	informerFactory := informers.NewSharedInformerFactory(e.cs, 0)
 	h, err := frameworkruntime.NewFramework(ctx, nil, nil,
@@ -265,12 +231,12 @@ func TestFilterReasonAndEvent(t *testing.T) {
 	if _, skipped := e.avoided(pending("api-1", "api"), "gpu-3"); !skipped {
 		t.Error("a pod of another controller was not skipped")
 	}
-	_, evs := e.rec.take()
+	_, evs := e.rec.Take()
 	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Normal NodeRefusedSibling web-2: Skipping node gpu-3 refused pod default/web-1") {
 		t.Errorf("events %q, want one NodeRefusedSibling on web-2", evs)
 	}
 	e.avoided(pending("web-2", "web"), "gpu-3") // the same pod again: rate-limited
-	if _, evs := e.rec.take(); len(evs) != 0 {
+	if _, evs := e.rec.Take(); len(evs) != 0 {
 		t.Errorf("events %q on a retry within a minute, want none", evs)
 	}
 }
@@ -334,12 +300,12 @@ func TestAvoidanceEndsAndActivatesWaitingPods(t *testing.T) {
 	e.avoided(pending("web-2", "web"), "n1")
 	e.setClock(t0.Add(4 * time.Minute))
 	e.pl.shared.sweep(e.ctx)
-	if a, _ := e.rec.take(); len(a) != 0 {
+	if a, _ := e.rec.Take(); len(a) != 0 {
 		t.Errorf("activated %v before the avoidance ended", a)
 	}
 	e.setClock(t0.Add(5 * time.Minute))
 	e.pl.shared.sweep(e.ctx)
-	if a, _ := e.rec.take(); !slices.Equal(a, []string{"default/web-2"}) {
+	if a, _ := e.rec.Take(); !slices.Equal(a, []string{"default/web-2"}) {
 		t.Errorf("activated %v when the avoidance ended, want [default/web-2]", a)
 	}
 	if _, skipped := e.avoided(pending("web-2", "web"), "n1"); !skipped {
@@ -358,11 +324,11 @@ func TestNodeChangeForgetsItsRefusals(t *testing.T) {
 	if rejected, _ := e.avoided(pending("web-2", "web"), "n1", "n2"); len(rejected) != 2 {
 		t.Errorf("rejected %v after an annotation change, want n1 and n2 still avoided", rejected)
 	}
-	e.rec.take()
+	e.rec.Take()
 	recovered := old.DeepCopy()
 	recovered.Status.Allocatable["example.com/gpu"] = resource.MustParse("8") // the device plugin is back
 	e.pl.shared.nodeUpdated(klog.FromContext(e.ctx), old, recovered)
-	if a, _ := e.rec.take(); !slices.Equal(a, []string{"default/web-2"}) {
+	if a, _ := e.rec.Take(); !slices.Equal(a, []string{"default/web-2"}) {
 		t.Errorf("activated %v after n1 recovered, want [default/web-2]", a)
 	}
 	if rejected, _ := e.avoided(pending("web-2", "web"), "n1", "n2"); !slices.Equal(keys(rejected), []string{"n2"}) {
@@ -463,7 +429,7 @@ func TestBlackHoleScoresLowestForEveryPod(t *testing.T) {
 	if _, skipped := e.avoided(pending("d-1", "d"), "bh"); !skipped {
 		t.Error("a black hole filtered a pod of a controller it never refused")
 	}
-	_, evs := e.rec.take()
+	_, evs := e.rec.Take()
 	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning NodeRefusingPods bh: Node refused pods of 3 controllers within 10m0s") {
 		t.Errorf("events %q, want one NodeRefusingPods on bh", evs)
 	}

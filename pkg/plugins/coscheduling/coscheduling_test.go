@@ -153,9 +153,7 @@ func TestPreEnqueueQuorum(t *testing.T) {
 	s.createPod(memberPod("g", 3))
 	s.waitFor("quorum", func() bool { return s.pl.PreEnqueue(ctx, pods[0]).IsSuccess() })
 	s.waitFor("activation", func() bool {
-		s.rec.mu.Lock()
-		defer s.rec.mu.Unlock()
-		got := sets.New(s.rec.activated...)
+		got := sets.New(s.rec.Activated()...)
 		return got.Equal(sets.New("jobs/g-0", "jobs/g-1", "jobs/g-3"))
 	})
 	// The group appears: its members are activated.
@@ -422,9 +420,7 @@ func TestBindFailureAfterReleaseKeepsTheGang(t *testing.T) {
 	if b := s.boundPods(); b["g-0"] != "n1" {
 		t.Fatalf("bound %v: the released member must stay bound", b)
 	}
-	s.rec.mu.Lock()
-	activated := slices.Contains(s.rec.activated, "jobs/g-1")
-	s.rec.mu.Unlock()
+	activated := slices.Contains(s.rec.Activated(), "jobs/g-1")
 	if !activated {
 		t.Error("the member whose binding failed was not activated for an immediate retry")
 	}

@@ -16,7 +16,6 @@ import (
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/informers"
 	clientsetfake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -35,6 +34,7 @@ import (
 	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
 	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/pkg/handletest"
 	"github.com/berth-scheduler/berth/pkg/leadership"
 )
 
@@ -88,39 +88,6 @@ func node(name, cpu string) *v1.Node {
 }
 
 // recorder remembers activations and events.
-type recorder struct {
-	mu        sync.Mutex
-	activated []string
-	events    []string
-}
-
-func (r *recorder) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range pods {
-		r.activated = append(r.activated, k)
-	}
-}
-
-func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m, _ := regarding.(metav1.Object)
-	name := ""
-	if m != nil {
-		name = m.GetName()
-	}
-	r.events = append(r.events, fmt.Sprintf("%s %s %s: %s", eventtype, reason, name, fmt.Sprintf(note, args...)))
-}
-
-func (r *recorder) WithLogger(klog.Logger) events.EventRecorderLogger { return r }
-
-func (r *recorder) Events() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.events...)
-}
-
 // sim is a small scheduler around a real framework: Coscheduling at every
 // point it implements, NodeResourcesFit as the filter, and a binding step
 // that waits on Permit like the scheduler's binding cycle.
@@ -132,7 +99,7 @@ type sim struct {
 	snapshot *internalcache.Snapshot
 	cs       *clientsetfake.Clientset
 	pgc      *pgfake.Clientset
-	rec      *recorder
+	rec      *handletest.Recorder
 
 	mu     sync.Mutex
 	bound  map[string]string // pod -> node, bound
@@ -154,7 +121,7 @@ func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods 
 	cs := clientsetfake.NewClientset(objs...)
 	informerFactory := informers.NewSharedInformerFactory(cs, 0)
 	snapshot := internalcache.NewSnapshot(nil, nodes)
-	s := &sim{t: t, ctx: ctx, snapshot: snapshot, cs: cs, pgc: fakePGClient(pgs...), rec: &recorder{},
+	s := &sim{t: t, ctx: ctx, snapshot: snapshot, cs: cs, pgc: fakePGClient(pgs...), rec: &handletest.Recorder{},
 		bound: map[string]string{}, failed: map[string]string{}, done: map[string]chan struct{}{}}
 	factory := func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		p, err := NewWithClient(s.pgc)(ctx, defaultArgs(), h)
