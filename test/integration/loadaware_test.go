@@ -94,9 +94,12 @@ var _ = Describe("LoadAware", Serial, func() {
 			)
 			metricsServer.SetNodeUsage("la-m-hot", "15", "2Gi")
 			metricsServer.SetNodeUsage("la-m-cool", "200m", "1Gi")
-			// Wait for a refresh after the usage was set (every 5s in this profile).
+			// Wait for a refresh after the usage was set (every 5s in this
+			// profile) to be installed: the server counts a list when it
+			// serves it, before the plugin stores the snapshot, so wait for
+			// the next list (the plugin lists again only after storing).
 			listed := metricsServer.Lists()
-			Eventually(metricsServer.Lists, "15s").Should(BeNumerically(">", listed))
+			Eventually(metricsServer.Lists, "20s").Should(BeNumerically(">", listed+1))
 
 			for i := range 3 {
 				name := fmt.Sprintf("api-%d", i)
