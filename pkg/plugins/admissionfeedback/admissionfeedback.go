@@ -153,6 +153,11 @@ func newShared(ctx context.Context, h fwk.Handle, args *config.AdmissionFeedback
 			o.FieldSelector = fields.OneTermEqualSelector("status.phase", string(v1.PodFailed)).String()
 		}))
 	failed := factory.Core().V1().Pods().Informer()
+	// Failed pods stay until pod GC (12,500 by default): keep only what a
+	// refusal needs of each.
+	if err := failed.SetTransform(slimFailedPod); err != nil {
+		return nil, fmt.Errorf("watching Failed pods: %w", err)
+	}
 	replay := newReplay(sh)
 	reg, err := failed.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { replay.add(logger, obj) },
@@ -227,6 +232,21 @@ func (r *replay) finish(logger klog.Logger) int {
 	n := len(r.pending)
 	r.pending, r.done = nil, true
 	return n
+}
+
+// slimFailedPod keeps of a Failed pod what refusalOf reads.
+func slimFailedPod(obj any) (any, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return obj, nil // a tombstone
+	}
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+			ResourceVersion: pod.ResourceVersion, OwnerReferences: pod.OwnerReferences},
+		Spec: v1.PodSpec{NodeName: pod.Spec.NodeName},
+		Status: v1.PodStatus{Phase: pod.Status.Phase, Reason: pod.Status.Reason,
+			Message: truncate(pod.Status.Message, maxMessage), StartTime: pod.Status.StartTime},
+	}, nil
 }
 
 // refusalOf reads a refused pod: Failed with an admission reason, on a

@@ -477,3 +477,22 @@ func TestSignPod(t *testing.T) {
 		t.Errorf("signatures %v %v %v: pods of one controller must sign alike, of two differently", a, b, c)
 	}
 }
+
+func TestSlimFailedPodKeepsWhatARefusalNeeds(t *testing.T) {
+	e := newEnv(t, nil)
+	full := refused("web-1", "web", "n1", "OutOfcpu", t0.Add(-time.Minute))
+	full.Labels = map[string]string{"app": "web"}
+	full.Spec.Containers = []v1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}
+	slim, err := slimFailedPod(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := e.pl.shared.refusalOf(full)
+	got, ok := e.pl.shared.refusalOf(slim.(*v1.Pod))
+	if !ok || !cmp.Equal(want, got, cmp.AllowUnexported(observed{}, controller{})) {
+		t.Errorf("refusal of the slim pod %+v (%v), want %+v", got, ok, want)
+	}
+	if p := slim.(*v1.Pod); len(p.Spec.Containers) != 0 || len(p.Labels) != 0 {
+		t.Errorf("slim pod keeps containers or labels: %+v", p)
+	}
+}
