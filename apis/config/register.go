@@ -26,6 +26,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ElasticQuotaArgs{},
 		&CoschedulingArgs{},
 		&AdmissionFeedbackArgs{},
+		&ExplainArgs{},
 	)
 	return nil
 }

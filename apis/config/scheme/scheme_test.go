@@ -195,3 +195,24 @@ func TestDecodeAdmissionFeedbackArgs(t *testing.T) {
 		t.Errorf("want an unknown field error for ttl, got %v", err)
 	}
 }
+
+func TestDecodeExplainArgs(t *testing.T) {
+	cfg, err := decode(t, berthProfile+`  - name: Explain
+    args:
+      namespaces: [team-a]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pluginArgs(t, cfg, "Explain").(*config.ExplainArgs)
+	want := &config.ExplainArgs{SampleOneIn: 0, Namespaces: []string{"team-a"}, TopNodes: 5, RedactNodes: false}
+	if diff := cmp.Diff(want, got, cmpIgnoreTypeMeta); diff != "" {
+		t.Errorf("Explain args (-want,+got):\n%s", diff)
+	}
+	if _, err := decode(t, berthProfile+`  - name: Explain
+    args:
+      sampleRate: 0.1
+`); err == nil || !strings.Contains(err.Error(), `unknown field "sampleRate"`) {
+		t.Errorf("want an unknown field error for sampleRate, got %v", err)
+	}
+}

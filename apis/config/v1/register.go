@@ -32,6 +32,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ElasticQuotaArgs{},
 		&CoschedulingArgs{},
 		&AdmissionFeedbackArgs{},
+		&ExplainArgs{},
 	)
 	return nil
 }

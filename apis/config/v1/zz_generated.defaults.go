@@ -34,6 +34,7 @@ func RegisterDefaults(scheme *runtime.Scheme) error {
 	scheme.AddTypeDefaultingFunc(&ConfirmBinderArgs{}, func(obj interface{}) { SetObjectDefaults_ConfirmBinderArgs(obj.(*ConfirmBinderArgs)) })
 	scheme.AddTypeDefaultingFunc(&CoschedulingArgs{}, func(obj interface{}) { SetObjectDefaults_CoschedulingArgs(obj.(*CoschedulingArgs)) })
 	scheme.AddTypeDefaultingFunc(&ElasticQuotaArgs{}, func(obj interface{}) { SetObjectDefaults_ElasticQuotaArgs(obj.(*ElasticQuotaArgs)) })
+	scheme.AddTypeDefaultingFunc(&ExplainArgs{}, func(obj interface{}) { SetObjectDefaults_ExplainArgs(obj.(*ExplainArgs)) })
 	scheme.AddTypeDefaultingFunc(&LoadAwareArgs{}, func(obj interface{}) { SetObjectDefaults_LoadAwareArgs(obj.(*LoadAwareArgs)) })
 	return nil
 }
@@ -56,6 +57,10 @@ func SetObjectDefaults_CoschedulingArgs(in *CoschedulingArgs) {
 
 func SetObjectDefaults_ElasticQuotaArgs(in *ElasticQuotaArgs) {
 	SetDefaults_ElasticQuotaArgs(in)
+}
+
+func SetObjectDefaults_ExplainArgs(in *ExplainArgs) {
+	SetDefaults_ExplainArgs(in)
 }
 
 func SetObjectDefaults_LoadAwareArgs(in *LoadAwareArgs) {
