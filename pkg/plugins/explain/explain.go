@@ -1,0 +1,486 @@
+// Package explain implements Explain: for the pods that ask, it records why
+// the pod landed on its node (each node's per-plugin weighted scores, the
+// rejections by plugin) and why a pending pod fits nowhere (the rejections
+// by plugin and the nodes nearest to fitting), in a size-bounded pod
+// annotation and an event. Pods that do not ask cost one annotation lookup.
+package explain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
+
+	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/apis/config/validation"
+)
+
+const (
+	// Name is the plugin's registry name; its args kind is Name+"Args".
+	Name = "Explain"
+
+	stateKey = "PreFilter" + Name
+
+	// ReasonExplained is the event on an explained pod.
+	ReasonExplained = "Explained"
+)
+
+// Explain explains scheduling decisions for the pods that ask.
+type Explain struct {
+	fh         fwk.Handle
+	args       config.ExplainArgs
+	namespaces sets.Set[string]
+	fitOpts    noderesources.ResourceRequestsOptions
+	out        *writer
+	now        func() time.Time
+}
+
+var (
+	_ fwk.PreFilterPlugin  = &Explain{}
+	_ fwk.PreScorePlugin   = &Explain{}
+	_ fwk.ReservePlugin    = &Explain{}
+	_ fwk.PostFilterPlugin = &Explain{}
+	_ fwk.SignPlugin       = &Explain{}
+)
+
+// Name returns the plugin's name.
+func (pl *Explain) Name() string { return Name }
+
+// New builds Explain with a writer of explanations to the API server.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, ok := obj.(*config.ExplainArgs)
+	if !ok {
+		return nil, fmt.Errorf("want args to be of type ExplainArgs, got %T", obj)
+	}
+	if err := validation.ValidateExplainArgs(nil, args); err != nil {
+		return nil, err
+	}
+	if h == nil || h.ClientSet() == nil || h.SnapshotSharedLister() == nil {
+		return nil, errors.New("Explain needs the scheduler's client and snapshot")
+	}
+	registerMetrics()
+	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	pl := &Explain{
+		fh: h, args: *args, now: time.Now,
+		fitOpts: noderesources.ResourceRequestsOptions{
+			EnablePodLevelResources:                            fts.EnablePodLevelResources,
+			EnableDRAExtendedResource:                          fts.EnableDRAExtendedResource,
+			EnableDRANodeAllocatableResources:                  fts.EnableDRANodeAllocatableResources,
+			EnableInPlacePodVerticalScalingSchedulerPreemption: fts.EnableInPlacePodVerticalScalingSchedulerPreemption,
+		},
+		out: newWriter(ctx, h),
+	}
+	if len(args.Namespaces) > 0 {
+		pl.namespaces = sets.New(args.Namespaces...)
+	}
+	return pl, nil
+}
+
+// wants: the pod asks (or is sampled), in a namespace explanations are for.
+func (pl *Explain) wants(pod *v1.Pod) bool {
+	if pl.namespaces != nil && !pl.namespaces.Has(pod.Namespace) {
+		return false
+	}
+	if pod.Annotations[AnnotationRequest] == "true" {
+		return true
+	}
+	if n := pl.args.SampleOneIn; n > 0 {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(pod.UID))
+		return h.Sum32()%uint32(n) == 0
+	}
+	return false
+}
+
+// cycleState marks a pod to explain and holds what the cycle scored.
+type cycleState struct {
+	// scored are the nodes the cycle scored (set by PreScore); nil: the
+	// cycle did not score.
+	scored []string
+}
+
+// Clone returns the same state: the scored set is written once per cycle.
+func (s *cycleState) Clone() fwk.StateData { return s }
+
+func explaining(state fwk.CycleState) *cycleState {
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil
+	}
+	s, _ := d.(*cycleState)
+	return s
+}
+
+// PreFilter marks a pod that asks; every other pod gets Skip.
+func (pl *Explain) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if !pl.wants(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(stateKey, &cycleState{})
+	return nil, nil
+}
+
+// PreFilterExtensions returns nil.
+func (pl *Explain) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// PreScore records the nodes the cycle scores (normalisation depends on
+// the set); Explain has no Score, so it always returns Skip.
+func (pl *Explain) PreScore(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	if s := explaining(state); s != nil && s.scored == nil {
+		s.scored = make([]string, len(nodes))
+		for i, n := range nodes {
+			s.scored[i] = n.Node().Name
+		}
+	}
+	return fwk.NewStatus(fwk.Skip)
+}
+
+// Reserve explains the placement, inside the scheduling cycle (Explain must
+// be the first Reserve plugin: later ones change state Filter and Score
+// read). The result is written off the scheduling goroutine.
+func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	s := explaining(state)
+	if s == nil {
+		return nil
+	}
+	start := pl.now()
+	r, err := pl.explainPlaced(ctx, state, pod, nodeName, s)
+	if err != nil {
+		explainErrors.Inc()
+		klog.FromContext(ctx).Error(err, "Explain: explaining a placement failed", "pod", klog.KObj(pod), "node", nodeName)
+		return nil // an explanation never fails the cycle
+	}
+	explainDuration.WithLabelValues(OutcomePlaced).Observe(pl.now().Sub(start).Seconds())
+	pl.out.enqueue(ctx, pod, r, summarizePlaced(r))
+	return nil
+}
+
+// Unreserve does nothing: the explanation describes the cycle's choice.
+func (pl *Explain) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {}
+
+// PostFilter explains why a pod fits nowhere, from the cycle's own
+// statuses. Informational: it returns Unschedulable, so the next PostFilter
+// plugin (preemption) runs; name Explain before DefaultPreemption.
+func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	if explaining(state) == nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	start := pl.now()
+	r, err := pl.explainPending(pod, m)
+	if err != nil {
+		explainErrors.Inc()
+		klog.FromContext(ctx).Error(err, "Explain: explaining a pending pod failed", "pod", klog.KObj(pod))
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	explainDuration.WithLabelValues(OutcomePending).Observe(pl.now().Sub(start).Seconds())
+	pl.out.enqueue(ctx, pod, r, summarizePending(r))
+	return nil, fwk.NewStatus(fwk.Unschedulable)
+}
+
+// SignPod: a pod that asks is not batched (its explanation must come from a
+// cycle that scored); the others sign nothing.
+func (pl *Explain) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	if pl.wants(pod) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "Explain: a pod being explained is scheduled on its own")
+	}
+	return nil, nil
+}
+
+func (pl *Explain) newResult(outcome string, nodes int) *Result {
+	return &Result{Version: ResultVersion, Profile: pl.fh.ProfileName(), Time: metav1.NewTime(pl.now().UTC().Truncate(time.Second)),
+		Outcome: outcome, Nodes: nodes}
+}
+
+// explainPlaced re-runs Filter over every node and PreScore/Score over the
+// nodes the cycle scored, through the handle, on a clone of the cycle's
+// state (which holds the real PreFilter results).
+func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, pod *v1.Pod, chosen string, s *cycleState) (*Result, error) {
+	lister := pl.fh.SnapshotSharedLister().NodeInfos()
+	nodes, err := lister.List()
+	if err != nil {
+		return nil, fmt.Errorf("listing the snapshot's nodes: %w", err)
+	}
+	clone := state.Clone()
+	statuses := make([]*fwk.Status, len(nodes))
+	pl.fh.Parallelizer().Until(ctx, len(nodes), func(i int) {
+		statuses[i] = pl.fh.RunFilterPluginsWithNominatedPods(ctx, clone, pod, nodes[i])
+	}, Name)
+	rej, nodesOf := rejections{}, map[string]int{}
+	feasible := 0
+	for _, st := range statuses {
+		if st.IsSuccess() {
+			feasible++
+			continue
+		}
+		rej.add(st.Plugin(), st.Reasons())
+		nodesOf[st.Plugin()]++
+	}
+	r := pl.newResult(OutcomePlaced, len(nodes))
+	r.Rejections = rej.list(nodesOf)
+	p := &Placed{Node: chosen, Feasible: feasible}
+	r.Placed = p
+	if s.scored == nil {
+		p.NotScored = "one feasible node: the cycle did not score"
+		if pod.Status.NominatedNodeName == chosen {
+			p.NotScored = "the pod's nominated node fits: the cycle did not score"
+		}
+		pl.redact(r, sets.New(chosen))
+		return r, nil
+	}
+	scoredNodes := make([]fwk.NodeInfo, 0, len(s.scored))
+	for _, name := range s.scored {
+		ni, err := lister.Get(name)
+		if err != nil {
+			return nil, fmt.Errorf("node %s the cycle scored: %w", name, err)
+		}
+		scoredNodes = append(scoredNodes, ni)
+	}
+	if st := pl.fh.RunPreScorePlugins(ctx, clone, pod, scoredNodes); !st.IsSuccess() {
+		return nil, fmt.Errorf("re-running PreScore: %w", st.AsError())
+	}
+	scores, st := pl.fh.RunScorePlugins(ctx, clone, pod, scoredNodes)
+	if !st.IsSuccess() {
+		return nil, fmt.Errorf("re-running Score: %w", st.AsError())
+	}
+	p.Scored, p.ScoredNodes = true, len(scores)
+	sort.SliceStable(scores, func(i, j int) bool {
+		if scores[i].TotalScore != scores[j].TotalScore {
+			return scores[i].TotalScore > scores[j].TotalScore
+		}
+		return scores[i].Name < scores[j].Name
+	})
+	var chosenScore *fwk.NodePluginScores
+	for i := range scores {
+		if scores[i].Name == chosen {
+			chosenScore = &scores[i]
+		}
+	}
+	if chosenScore == nil {
+		return nil, fmt.Errorf("node %s is not among the %d nodes the cycle scored", chosen, len(scores))
+	}
+	tied := 0
+	for _, sc := range scores {
+		if sc.TotalScore > chosenScore.TotalScore {
+			p.Rank++
+		}
+		if sc.TotalScore == scores[0].TotalScore {
+			tied++
+		}
+	}
+	p.Rank++
+	switch {
+	case p.Rank > 1:
+		p.Note = fmt.Sprintf("the chosen node ranks %d in the re-run: a plugin's score changed since the cycle (state outside the cycle's CycleState)", p.Rank)
+	case tied > 1:
+		p.Note = fmt.Sprintf("%d nodes tied at the top; the cycle picked one at random", tied)
+	}
+	if feasible > len(scores) {
+		note := fmt.Sprintf("the cycle scored %d of the %d feasible nodes (percentageOfNodesToScore); the rank is among those", len(scores), feasible)
+		p.Note = strings.TrimPrefix(p.Note+"; "+note, "; ")
+	}
+	top := int(pl.args.TopNodes)
+	keep := sets.New[string]()
+	for i, sc := range scores {
+		if i < top || sc.Name == chosen {
+			p.Top = append(p.Top, nodeScore(sc))
+			keep.Insert(sc.Name)
+		}
+	}
+	pl.redact(r, keep)
+	return r, nil
+}
+
+func nodeScore(sc fwk.NodePluginScores) NodeScore {
+	ns := NodeScore{Node: sc.Name, Total: sc.TotalScore, Plugins: make(map[string]int64, len(sc.Scores))}
+	for _, ps := range sc.Scores {
+		ns.Plugins[ps.Name] = ps.Score
+	}
+	return ns
+}
+
+// explainPending reads the cycle's statuses of every node and, for nodes
+// NodeResourcesFit rejected, what they lack.
+func (pl *Explain) explainPending(pod *v1.Pod, m fwk.NodeToStatusReader) (*Result, error) {
+	nodes, err := pl.fh.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fmt.Errorf("listing the snapshot's nodes: %w", err)
+	}
+	r := pl.newResult(OutcomePending, len(nodes))
+	rej, nodesOf := rejections{}, map[string]int{}
+	type near struct {
+		Nearest
+		distance float64
+	}
+	var nearest []near
+	for _, ni := range nodes {
+		st := m.Get(ni.Node().Name)
+		if st.IsSuccess() {
+			continue
+		}
+		rej.add(st.Plugin(), st.Reasons())
+		nodesOf[st.Plugin()]++
+		if st.Plugin() != noderesources.Name {
+			continue
+		}
+		insufficient := noderesources.Fits(pod, ni, pl.fh.SharedDRAManager(), pl.fitOpts)
+		if len(insufficient) == 0 {
+			continue
+		}
+		n := near{Nearest: Nearest{Node: ni.Node().Name, Plugin: noderesources.Name, Short: map[string]string{}}}
+		for _, in := range insufficient {
+			short := in.Requested + in.Used - in.Capacity
+			n.Short[string(in.ResourceName)] = quantity(in.ResourceName, short)
+			if in.Capacity > 0 {
+				n.distance += float64(short) / float64(in.Capacity)
+			} else {
+				n.distance++
+			}
+		}
+		nearest = append(nearest, n)
+	}
+	sort.SliceStable(nearest, func(i, j int) bool {
+		if nearest[i].distance != nearest[j].distance {
+			return nearest[i].distance < nearest[j].distance
+		}
+		return nearest[i].Node < nearest[j].Node
+	})
+	keep := sets.New[string]()
+	for i := 0; i < len(nearest) && i < int(pl.args.TopNodes); i++ {
+		r.Nearest = append(r.Nearest, nearest[i].Nearest)
+		keep.Insert(nearest[i].Node)
+	}
+	r.Rejections = rej.list(nodesOf)
+	pl.redact(r, keep)
+	return r, nil
+}
+
+// quantity formats an amount of resource as the API does.
+func quantity(name v1.ResourceName, v int64) string {
+	switch name {
+	case v1.ResourceCPU:
+		return resource.NewMilliQuantity(v, resource.DecimalSI).String()
+	case v1.ResourceMemory, v1.ResourceEphemeralStorage:
+		return resource.NewQuantity(v, resource.BinarySI).String()
+	default:
+		return resource.NewQuantity(v, resource.DecimalSI).String()
+	}
+}
+
+// redact, with redactNodes, replaces in the reasons the names of nodes not
+// kept (the chosen node and the listed ones).
+func (pl *Explain) redact(r *Result, keep sets.Set[string]) {
+	if !pl.args.RedactNodes {
+		return
+	}
+	nodes, err := pl.fh.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return
+	}
+	names := make(sets.Set[string], len(nodes))
+	for _, ni := range nodes {
+		if n := ni.Node().Name; !keep.Has(n) {
+			names.Insert(n)
+		}
+	}
+	for i := range r.Rejections {
+		for j := range r.Rejections[i].Reasons {
+			rc := &r.Rejections[i].Reasons[j]
+			words := strings.FieldsFunc(rc.Reason, func(c rune) bool {
+				return c == ' ' || c == ',' || c == ':' || c == ';' || c == '(' || c == ')' || c == '"'
+			})
+			for _, w := range words {
+				if names.Has(w) {
+					rc.Reason = strings.ReplaceAll(rc.Reason, w, redacted)
+				}
+			}
+		}
+	}
+}
+
+// summarizePlaced is the event's one line: the winner's margin over the
+// runner-up and the plugins that made it.
+func summarizePlaced(r *Result) string {
+	p := r.Placed
+	if !p.Scored {
+		return fmt.Sprintf("placed on %s: %s (%d of %d nodes feasible)", p.Node, p.NotScored, p.Feasible, r.Nodes)
+	}
+	head := fmt.Sprintf("placed on %s, rank %d of %d scored (%d of %d nodes feasible)", p.Node, p.Rank, p.ScoredNodes, p.Feasible, r.Nodes)
+	var win, next *NodeScore
+	for i := range p.Top {
+		switch {
+		case p.Top[i].Node == p.Node:
+			win = &p.Top[i]
+		case next == nil:
+			next = &p.Top[i]
+		}
+	}
+	if win == nil || next == nil {
+		return head
+	}
+	type diff struct {
+		plugin string
+		d      int64
+	}
+	var diffs []diff
+	for name, v := range win.Plugins {
+		if d := v - next.Plugins[name]; d != 0 {
+			diffs = append(diffs, diff{name, d})
+		}
+	}
+	sort.Slice(diffs, func(i, j int) bool {
+		if a, b := abs(diffs[i].d), abs(diffs[j].d); a != b {
+			return a > b
+		}
+		return diffs[i].plugin < diffs[j].plugin
+	})
+	parts := make([]string, 0, 3)
+	for i := 0; i < len(diffs) && i < 3; i++ {
+		parts = append(parts, fmt.Sprintf("%s %+d", diffs[i].plugin, diffs[i].d))
+	}
+	return fmt.Sprintf("%s: won by %d over %s: %s", head, win.Total-next.Total, next.Node, strings.Join(parts, ", "))
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+// summarizePending is the event's one line for a pod that fits nowhere.
+func summarizePending(r *Result) string {
+	parts := make([]string, 0, 3)
+	for i := 0; i < len(r.Rejections) && i < 3; i++ {
+		rj := r.Rejections[i]
+		reason := ""
+		if len(rj.Reasons) > 0 {
+			reason = " (" + rj.Reasons[0].Reason + ")"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d%s", rj.Plugin, rj.Nodes, reason))
+	}
+	s := fmt.Sprintf("fits none of %d nodes: %s", r.Nodes, strings.Join(parts, ", "))
+	if len(r.Nearest) > 0 {
+		n := r.Nearest[0]
+		short := make([]string, 0, len(n.Short))
+		for res, q := range n.Short {
+			short = append(short, q+" "+res)
+		}
+		sort.Strings(short)
+		s += fmt.Sprintf("; nearest %s: short %s", n.Node, strings.Join(short, ", "))
+	}
+	return s
+}

@@ -1,0 +1,225 @@
+package explain
+
+import (
+	"encoding/json"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The annotations: a pod asks with AnnotationRequest "true"; its explanation
+// is written to AnnotationResult.
+const (
+	AnnotationRequest = "explain.berth.dev/request"
+	AnnotationResult  = "explain.berth.dev/result"
+
+	// ResultVersion names the JSON schema of Result.
+	ResultVersion = "explain.berth.dev/v1alpha1"
+	// MaxResultBytes bounds the annotation whatever the cluster's size.
+	MaxResultBytes = 16 << 10
+
+	// Outcomes.
+	OutcomePlaced  = "Placed"
+	OutcomePending = "Pending"
+
+	// redacted stands for a node name outside the top ones with redactNodes.
+	redacted = "(redacted)"
+
+	maxReasonsPerPlugin = 5
+	maxReasonLen        = 256
+)
+
+// Result is one explanation, the JSON of the pod's AnnotationResult.
+type Result struct {
+	Version string      `json:"version"`
+	Profile string      `json:"profile"`
+	Time    metav1.Time `json:"time"`
+	Outcome string      `json:"outcome"`
+	// Nodes is how many nodes the cycle's snapshot held.
+	Nodes int `json:"nodes"`
+	// Placed is set for a pod the cycle placed (explained at Reserve).
+	Placed *Placed `json:"placed,omitempty"`
+	// Rejections counts, per plugin, the nodes it rejected, with its most
+	// frequent reasons.
+	Rejections []Rejection `json:"rejections,omitempty"`
+	// Nearest are, for a pending pod, the nodes rejected for resources
+	// closest to fitting, with what they lack.
+	Nearest []Nearest `json:"nearest,omitempty"`
+	// Truncated: details were dropped to stay under MaxResultBytes.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Placed explains the choice of a node.
+type Placed struct {
+	Node string `json:"node"`
+	// Scored: the cycle scored the feasible nodes. It does not when one
+	// node is feasible (the only one that fits, the pod's nominated node,
+	// or a node given by opportunistic batching); NotScored says which.
+	Scored    bool   `json:"scored"`
+	NotScored string `json:"notScored,omitempty"`
+	// Feasible is how many nodes passed Filter; ScoredNodes how many the
+	// cycle scored (percentageOfNodesToScore may stop it early).
+	Feasible    int `json:"feasible"`
+	ScoredNodes int `json:"scoredNodes,omitempty"`
+	// Rank is the chosen node's place among the scored nodes by total (1 is
+	// first; ties share the place); Note says why it is not 1.
+	Rank int    `json:"rank,omitempty"`
+	Note string `json:"note,omitempty"`
+	// Top are the best-scored nodes (the chosen one always included), each
+	// plugin's score weighted as the cycle summed it.
+	Top []NodeScore `json:"top,omitempty"`
+}
+
+// NodeScore is one node's total and per-plugin weighted scores.
+type NodeScore struct {
+	Node    string           `json:"node"`
+	Total   int64            `json:"total"`
+	Plugins map[string]int64 `json:"plugins"`
+}
+
+// Rejection is one plugin's rejections.
+type Rejection struct {
+	Plugin  string        `json:"plugin"`
+	Nodes   int           `json:"nodes"`
+	Reasons []ReasonCount `json:"reasons"`
+}
+
+// ReasonCount is a reason and how many nodes got it.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	Nodes  int    `json:"nodes"`
+}
+
+// Nearest is a node rejected for resources and what it lacks.
+type Nearest struct {
+	Node   string `json:"node"`
+	Plugin string `json:"plugin"`
+	// Short maps each resource the node lacks to the amount.
+	Short map[string]string `json:"short"`
+}
+
+// rejections tallies rejection reasons by plugin.
+type rejections map[string]map[string]int
+
+func (r rejections) add(plugin string, reasons []string) {
+	if plugin == "" {
+		plugin = "(unknown)"
+	}
+	if r[plugin] == nil {
+		r[plugin] = map[string]int{}
+	}
+	if len(reasons) == 0 {
+		reasons = []string{"(no reason given)"}
+	}
+	for _, reason := range reasons {
+		if len(reason) > maxReasonLen {
+			reason = truncate(reason, maxReasonLen)
+		}
+		r[plugin][reason]++
+	}
+}
+
+// list orders plugins by nodes rejected, each with its top reasons.
+// A plugin's node count is its most frequent reason's (a node gets one
+// status, possibly with several reasons).
+func (r rejections) list(nodesOf map[string]int) []Rejection {
+	out := make([]Rejection, 0, len(r))
+	for plugin, reasons := range r {
+		rc := make([]ReasonCount, 0, len(reasons))
+		for reason, n := range reasons {
+			rc = append(rc, ReasonCount{Reason: reason, Nodes: n})
+		}
+		sort.Slice(rc, func(i, j int) bool {
+			if rc[i].Nodes != rc[j].Nodes {
+				return rc[i].Nodes > rc[j].Nodes
+			}
+			return rc[i].Reason < rc[j].Reason
+		})
+		if len(rc) > maxReasonsPerPlugin {
+			rc = rc[:maxReasonsPerPlugin]
+		}
+		out = append(out, Rejection{Plugin: plugin, Nodes: nodesOf[plugin], Reasons: rc})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Nodes != out[j].Nodes {
+			return out[i].Nodes > out[j].Nodes
+		}
+		return out[i].Plugin < out[j].Plugin
+	})
+	return out
+}
+
+// encode marshals r, dropping detail until it fits MaxResultBytes: reasons
+// beyond the first per plugin, then nearest and top nodes beyond the first,
+// then all reasons' text.
+func encode(r *Result) ([]byte, error) {
+	shrinks := []func() bool{
+		func() bool { // one reason per plugin
+			changed := false
+			for i := range r.Rejections {
+				if len(r.Rejections[i].Reasons) > 1 {
+					r.Rejections[i].Reasons, changed = r.Rejections[i].Reasons[:1], true
+				}
+			}
+			return changed
+		},
+		func() bool {
+			if len(r.Nearest) > 1 {
+				r.Nearest = r.Nearest[:1]
+				return true
+			}
+			if r.Placed != nil && len(r.Placed.Top) > 1 {
+				r.Placed.Top = r.Placed.Top[:1]
+				return true
+			}
+			return false
+		},
+		func() bool {
+			if len(r.Rejections) > 10 {
+				r.Rejections = r.Rejections[:10]
+				return true
+			}
+			return false
+		},
+	}
+	for {
+		b, err := json.Marshal(r)
+		if err != nil || len(b) <= MaxResultBytes {
+			return b, err
+		}
+		shrunk := false
+		for _, s := range shrinks {
+			if s() {
+				shrunk = true
+				break
+			}
+		}
+		if !shrunk {
+			// Nothing left to drop but the text of reasons.
+			for i := range r.Rejections {
+				for j := range r.Rejections[i].Reasons {
+					r.Rejections[i].Reasons[j].Reason = truncate(r.Rejections[i].Reasons[j].Reason, 64)
+				}
+			}
+			r.Truncated = true
+			b, err := json.Marshal(r)
+			if err != nil || len(b) <= MaxResultBytes {
+				return b, err
+			}
+			r.Rejections, r.Nearest = nil, nil
+			return json.Marshal(r)
+		}
+		r.Truncated = true
+	}
+}
+
+// truncate cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "..."
+}

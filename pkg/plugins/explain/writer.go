@@ -1,0 +1,91 @@
+package explain
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+const (
+	// queueSize bounds the explanations waiting to be written; past it they
+	// are dropped and counted (scheduling never waits for them).
+	queueSize = 256
+	// writeTimeout bounds one write.
+	writeTimeout = 10 * time.Second
+)
+
+type item struct {
+	pod     *v1.Pod
+	result  *Result
+	summary string
+}
+
+// writer writes explanations off the scheduling goroutine: the annotation
+// by a merge patch of pods/status (which upstream's system:kube-scheduler
+// role may patch; pods it may not), and an event.
+type writer struct {
+	fh    fwk.Handle
+	queue chan item
+}
+
+func newWriter(ctx context.Context, fh fwk.Handle) *writer {
+	w := &writer{fh: fh, queue: make(chan item, queueSize)}
+	go w.run(ctx)
+	return w
+}
+
+// enqueue hands an explanation over, never blocking.
+func (w *writer) enqueue(ctx context.Context, pod *v1.Pod, r *Result, summary string) {
+	explanations.WithLabelValues(r.Outcome).Inc()
+	select {
+	case w.queue <- item{pod: pod, result: r, summary: summary}:
+	default:
+		writes.WithLabelValues("dropped").Inc()
+		klog.FromContext(ctx).V(2).Info("Explain: write queue full, explanation dropped", "pod", klog.KObj(pod))
+	}
+}
+
+func (w *writer) run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-w.queue:
+			w.write(ctx, logger, it)
+		}
+	}
+}
+
+func (w *writer) write(ctx context.Context, logger klog.Logger, it item) {
+	b, err := encode(it.result)
+	if err != nil {
+		writes.WithLabelValues("error").Inc()
+		logger.Error(err, "Explain: encoding an explanation", "pod", klog.KObj(it.pod))
+		return
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationResult: string(b)}}})
+	if err != nil {
+		writes.WithLabelValues("error").Inc()
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	_, err = w.fh.ClientSet().CoreV1().Pods(it.pod.Namespace).Patch(ctx, it.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		writes.WithLabelValues("error").Inc()
+		logger.Error(err, "Explain: writing the explanation", "pod", klog.KObj(it.pod))
+		return
+	}
+	writes.WithLabelValues("ok").Inc()
+	resultBytes.Observe(float64(len(b)))
+	if rec := w.fh.EventRecorder(); rec != nil {
+		rec.Eventf(it.pod, nil, v1.EventTypeNormal, ReasonExplained, "Scheduling", "%s", it.summary)
+	}
+}
