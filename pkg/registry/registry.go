@@ -11,6 +11,7 @@ import (
 	"github.com/berth-scheduler/berth/pkg/plugins/confirmbinder"
 	"github.com/berth-scheduler/berth/pkg/plugins/coscheduling"
 	"github.com/berth-scheduler/berth/pkg/plugins/elasticquota"
+	"github.com/berth-scheduler/berth/pkg/plugins/explain"
 	"github.com/berth-scheduler/berth/pkg/plugins/loadaware"
 )
 
@@ -22,6 +23,7 @@ func Plugins() runtime.Registry {
 		confirmbinder.Name:     confirmbinder.New,
 		coscheduling.Name:      coscheduling.New,
 		elasticquota.Name:      elasticquota.New,
+		explain.Name:           explain.New,
 		loadaware.Name:         loadaware.New,
 	}
 }

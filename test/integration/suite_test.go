@@ -47,6 +47,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		filepath.Join(root, "manifests", "examples", "elasticquota.yaml"),
 		filepath.Join(root, "manifests", "examples", "coscheduling.yaml"),
 		filepath.Join(root, "manifests", "examples", "admissionfeedback.yaml"),
+		filepath.Join(root, "manifests", "examples", "explain.yaml"),
 	)
 	Expect(err).NotTo(HaveOccurred())
 	metricsServer = framework.StartMetricsServer()

@@ -208,7 +208,12 @@ func (pl *Explain) newResult(outcome string, nodes int) *Result {
 // explainPlaced re-runs Filter over every node and PreScore/Score over the
 // nodes the cycle scored, through the handle, on a clone of the cycle's
 // state (which holds the real PreFilter results).
-func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, pod *v1.Pod, chosen string, s *cycleState) (*Result, error) {
+func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, assumed *v1.Pod, chosen string, s *cycleState) (*Result, error) {
+	// Reserve is given the assumed pod, whose spec.nodeName names the chosen
+	// node; the cycle filtered and scored the pod without it.
+	unassumed := *assumed
+	unassumed.Spec.NodeName = ""
+	pod := &unassumed
 	lister := pl.fh.SnapshotSharedLister().NodeInfos()
 	nodes, err := lister.List()
 	if err != nil {

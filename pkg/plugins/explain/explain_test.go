@@ -24,6 +24,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodename"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/tainttoleration"
@@ -83,6 +84,9 @@ func newSim(t *testing.T, args *config.ExplainArgs, nodes []*v1.Node, pods []*v1
 		tf.RegisterFilterPlugin("CountingFilter", func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 			return countingFilter{calls: &s.filters}, nil
 		}),
+		tf.RegisterFilterPlugin(nodename.Name, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			return nodename.New(ctx, nil, h, fts)
+		}),
 		tf.RegisterPluginAsExtensionsWithWeight(noderesources.Name, 1, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return noderesources.NewFit(ctx, &schedconfig.NodeResourcesFitArgs{ScoringStrategy: &schedconfig.ScoringStrategy{
 				Type: schedconfig.LeastAllocated, Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
@@ -124,7 +128,9 @@ type cycleOutcome struct {
 
 // schedule runs one scheduling cycle as schedule_one.go does: PreFilter,
 // Filter on every node, PreScore and Score over the feasible nodes (unless
-// one), the best node (lowest name on a tie), Reserve; or PostFilter.
+// one), the best node (lowest name on a tie), Reserve of the assumed pod; or
+// PostFilter. The framework has NodeName among its filters, as the default
+// profile does.
 func (s *sim) schedule(pod *v1.Pod) cycleOutcome {
 	s.t.Helper()
 	state := framework.NewCycleState()
@@ -151,7 +157,7 @@ func (s *sim) schedule(pod *v1.Pod) cycleOutcome {
 		s.f.RunPostFilterPlugins(s.ctx, state, pod, m)
 		return cycleOutcome{}
 	case 1:
-		s.f.RunReservePluginsReserve(s.ctx, state, pod, feasible[0].Node().Name)
+		s.f.RunReservePluginsReserve(s.ctx, state, assumed(pod, feasible[0].Node().Name), feasible[0].Node().Name)
 		return cycleOutcome{node: feasible[0].Node().Name}
 	}
 	if st := s.f.RunPreScorePlugins(s.ctx, state, pod, feasible); !st.IsSuccess() {
@@ -167,10 +173,18 @@ func (s *sim) schedule(pod *v1.Pod) cycleOutcome {
 			best = sc
 		}
 	}
-	if st := s.f.RunReservePluginsReserve(s.ctx, state, pod, best.Name); !st.IsSuccess() {
+	if st := s.f.RunReservePluginsReserve(s.ctx, state, assumed(pod, best.Name), best.Name); !st.IsSuccess() {
 		s.t.Fatal(st)
 	}
 	return cycleOutcome{node: best.Name, scores: scores}
+}
+
+// assumed is the pod as the scheduler hands it to Reserve: a copy naming
+// the chosen node.
+func assumed(pod *v1.Pod, node string) *v1.Pod {
+	p := pod.DeepCopy()
+	p.Spec.NodeName = node
+	return p
 }
 
 // result waits for the pod's explanation annotation and decodes it.

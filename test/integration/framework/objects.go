@@ -77,6 +77,7 @@ type PodSpec struct {
 	CPU, Memory   string // requests (and limits); empty means none
 	Extended      map[string]string
 	Labels        map[string]string
+	Annotations   map[string]string
 	Tolerations   []v1.Toleration
 	NodeSelector  map[string]string
 	HostPort      int32
@@ -115,7 +116,7 @@ func MakePod(s PodSpec) *v1.Pod {
 		ns = metav1.NamespaceDefault
 	}
 	return &v1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name, Labels: s.Labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.Name, Labels: s.Labels, Annotations: s.Annotations},
 		Spec: v1.PodSpec{
 			SchedulerName:     s.SchedulerName,
 			Containers:        []v1.Container{c},

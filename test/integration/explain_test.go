@@ -1,0 +1,104 @@
+package integration
+
+import (
+	"encoding/json"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-scheduler/berth/pkg/plugins/explain"
+	"github.com/berth-scheduler/berth/test/integration/framework"
+)
+
+// explanation polls the pod's explain.berth.dev/result.
+func explanation(ctx SpecContext, ns, name string) func(Gomega) *explain.Result {
+	return func(g Gomega) *explain.Result {
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		raw, ok := p.Annotations[explain.AnnotationResult]
+		g.Expect(ok).To(BeTrue(), "no %s annotation yet", explain.AnnotationResult)
+		r := &explain.Result{}
+		g.Expect(json.Unmarshal([]byte(raw), r)).To(Succeed())
+		return r
+	}
+}
+
+var _ = Describe("Explain", Serial, func() {
+	asks := map[string]string{explain.AnnotationRequest: "true"}
+	nodes := map[string]string{"berth.dev/explain": "true"}
+
+	It("explains a placement by the plugins' weighted scores, written through pods/status, with an event", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "explain-placed")
+		createNodes(ctx,
+			// ex-hot is the roomiest by requests but burns its CPU; ex-spot is
+			// small, cool and spot: LoadAware and CELPolicy make it win.
+			framework.NodeSpec{Name: "ex-hot", CPU: "16", Memory: "32Gi", Labels: nodes, Annotations: usageAnnotation("10", "4Gi")},
+			framework.NodeSpec{Name: "ex-spot", CPU: "4", Memory: "8Gi", Labels: map[string]string{"berth.dev/explain": "true", "lifecycle": "spot"},
+				Annotations: usageAnnotation("200m", "1Gi")},
+			framework.NodeSpec{Name: "ex-tiny", CPU: "1", Memory: "2Gi", Labels: nodes, Annotations: usageAnnotation("100m", "1Gi")},
+		)
+		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "batch", SchedulerName: "berth-explain", CPU: "2", Memory: "1Gi",
+			Labels: map[string]string{"tier": "batch"}, Annotations: asks, NodeSelector: nodes})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "batch")).Should(Equal("ex-spot"))
+		var res *explain.Result
+		Eventually(func(g Gomega) { res = explanation(ctx, ns, "batch")(g) }).Should(Succeed())
+		Expect(res.Outcome).To(Equal(explain.OutcomePlaced))
+		Expect(res.Profile).To(Equal("berth-explain"))
+		Expect(res.Placed.Node).To(Equal("ex-spot"))
+		Expect(res.Placed.Scored).To(BeTrue())
+		Expect(res.Placed.Rank).To(Equal(1))
+		Expect(res.Placed.Feasible).To(Equal(2), "ex-tiny lacks CPU; nodes outside the selector fail NodeAffinity: %+v", res)
+		var spot, hot explain.NodeScore
+		for _, n := range res.Placed.Top {
+			switch n.Node {
+			case "ex-spot":
+				spot = n
+			case "ex-hot":
+				hot = n
+			}
+		}
+		Expect(spot.Total).To(BeNumerically(">", hot.Total))
+		Expect(spot.Plugins["LoadAware"]).To(BeNumerically(">", hot.Plugins["LoadAware"]), "LoadAware prefers the cool node")
+		Expect(spot.Plugins["CELPolicy"]).To(BeNumerically(">", hot.Plugins["CELPolicy"]), "rule batch-prefers-spot")
+		Expect(spot.Plugins["NodeResourcesFit"]).To(BeNumerically("<", hot.Plugins["NodeResourcesFit"]), "by requests alone ex-hot would win")
+		Expect(res.Rejections).To(ContainElement(HaveField("Plugin", "NodeResourcesFit")))
+		Eventually(framework.EventsFor(ctx, env.Client, ns, "batch", explain.ReasonExplained)).Should(ContainElement(
+			HaveField("Message", And(HavePrefix("placed on ex-spot, rank 1 of 2 scored"), ContainSubstring("over ex-hot"), ContainSubstring("LoadAware")))))
+
+		By("a pod that does not ask gets no explanation")
+		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "quiet", SchedulerName: "berth-explain", CPU: "100m", NodeSelector: nodes})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "quiet")).ShouldNot(BeEmpty())
+		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "quiet", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.Annotations).NotTo(HaveKey(explain.AnnotationResult))
+	})
+
+	It("explains a pending pod: the blocking plugins and the nodes nearest to fitting", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "explain-pending")
+		createNodes(ctx,
+			framework.NodeSpec{Name: "ex-p-a", CPU: "4", Memory: "8Gi", Labels: nodes},
+			framework.NodeSpec{Name: "ex-p-b", CPU: "2", Memory: "8Gi", Labels: nodes},
+			framework.NodeSpec{Name: "ex-p-t", CPU: "32", Memory: "64Gi", Labels: nodes,
+				Taints: []v1.Taint{{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoSchedule}}},
+		)
+		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "big", SchedulerName: "berth-explain", CPU: "5", Memory: "1Gi",
+			Annotations: asks, NodeSelector: nodes})
+		Expect(err).NotTo(HaveOccurred())
+		var res *explain.Result
+		Eventually(func(g Gomega) { res = explanation(ctx, ns, "big")(g) }).Should(Succeed())
+		Expect(res.Outcome).To(Equal(explain.OutcomePending))
+		Expect(res.Rejections).To(ContainElements(
+			And(HaveField("Plugin", "NodeResourcesFit"), HaveField("Nodes", 2)),
+			And(HaveField("Plugin", "TaintToleration"), HaveField("Nodes", 1)),
+		))
+		Expect(res.Nearest).To(HaveLen(2))
+		Expect(res.Nearest[0]).To(Equal(explain.Nearest{Node: "ex-p-a", Plugin: "NodeResourcesFit", Short: map[string]string{"cpu": "1"}}))
+		Expect(res.Nearest[1].Node).To(Equal("ex-p-b"))
+		Eventually(framework.EventsFor(ctx, env.Client, ns, "big", explain.ReasonExplained)).Should(ContainElement(
+			HaveField("Message", ContainSubstring("nearest ex-p-a: short 1 cpu"))))
+	})
+})
