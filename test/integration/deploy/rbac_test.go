@@ -24,6 +24,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
+	"github.com/berth-scheduler/berth/pkg/plugins/explain"
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
@@ -125,6 +126,17 @@ func startAsServiceAccount(config, name string) (*framework.SchedulerProcess, st
 	return p, logPath
 }
 
+// explained polls a default-namespace pod's explain.berth.dev/result.
+func explained(ctx SpecContext, name string) func() (string, error) {
+	return func() (string, error) {
+		p, err := env.Client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		return p.Annotations[explain.AnnotationResult], nil
+	}
+}
+
 var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 	var setup []*unstructured.Unstructured
 	var config string
@@ -145,10 +157,13 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 		defer p.Stop()
 		for i := range 3 {
 			name := fmt.Sprintf("rbac-ok-%d", i)
-			_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: "default", Name: name, SchedulerName: "berth-scheduler", CPU: "100m"})
+			_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: "default", Name: name, SchedulerName: "berth-scheduler", CPU: "100m",
+				Annotations: map[string]string{explain.AnnotationRequest: "true"}})
 			Expect(err).NotTo(HaveOccurred())
 			Eventually(framework.NodeNameOf(ctx, env.Client, "default", name)).Should(Equal("rbac-node"), "scheduler log: %s", logPath)
 		}
+		// Explain wrote its result through pods/status.
+		Eventually(explained(ctx, "rbac-ok-0"), "20s").Should(ContainSubstring(`"node":"rbac-node"`), "scheduler log: %s", logPath)
 		// A gang of two: Coscheduling reads the PodGroup and writes its status.
 		pgName := createGang(ctx, "default", "rbac-gang", "berth-scheduler", 2)
 		Eventually(podGroupPhase(ctx, pgName), "20s").Should(Equal(schedv1alpha1.PodGroupScheduling),
@@ -318,12 +333,14 @@ var _ = Describe("the control-plane RBAC", func() {
 		p, err := framework.StartSchedulerProcess(schedulerBin, cfg, logPath, "--v=2")
 		Expect(err).NotTo(HaveOccurred())
 		defer p.Stop()
-		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: "default", Name: "cp-rbac-pod", SchedulerName: "berth-all", CPU: "100m"})
+		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: "default", Name: "cp-rbac-pod", SchedulerName: "berth-all", CPU: "100m",
+			Annotations: map[string]string{explain.AnnotationRequest: "true"}})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(env.Client.CoreV1().Pods("default").Delete(ctx, "cp-rbac-pod", *metav1.NewDeleteOptions(0))).To(Succeed())
 		})
 		Eventually(framework.NodeNameOf(ctx, env.Client, "default", "cp-rbac-pod"), "20s").Should(Equal("cp-rbac-node"), "scheduler log: %s", logPath)
+		Eventually(explained(ctx, "cp-rbac-pod"), "20s").Should(ContainSubstring(`"node":"cp-rbac-node"`), "scheduler log: %s", logPath)
 		pgName := createGang(ctx, "default", "cp-rbac-gang", "berth-all", 2)
 		Eventually(podGroupPhase(ctx, pgName), "20s").Should(Equal(schedv1alpha1.PodGroupScheduling), "log: %s", logPath)
 		log, err := os.ReadFile(logPath)
