@@ -62,9 +62,10 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/scheduler (static, stripped, versioned: the image's build command).
+build: ## Build bin/scheduler (static, stripped, versioned: the image's build command) and bin/kubectl-berth (kubectl's plugin).
 	@echo ">> building bin/scheduler (Berth $(BERTH_VERSION), Kubernetes $(K8S_VERSION)); a cold build takes ~5 min"
 	$(BUILD_CMD) -o $(BIN)/scheduler ./cmd/scheduler
+	$(BUILD_CMD) -o $(BIN)/kubectl-berth ./cmd/kubectl-berth
 
 .PHONY: envtest-bin
 envtest-bin: $(ENVTEST_DIR)/kube-apiserver $(ENVTEST_DIR)/etcd ## Build kube-apiserver and etcd for envtest from the Go module proxy (versions pinned in go.mod).
@@ -96,7 +97,7 @@ test-unit: ## Run unit tests with the race detector.
 
 .PHONY: test-integration
 test-integration: build envtest-bin $(KUSTOMIZE) ## Run the envtest integration suites (real kube-apiserver and etcd; the deploy suite runs bin/scheduler and kustomize).
-	BERTH_SCHEDULER_BIN=$(BIN)/scheduler KUSTOMIZE=$(KUSTOMIZE) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
+	BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth KUSTOMIZE=$(KUSTOMIZE) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
 
 .PHONY: test-bench-smoke
 test-bench-smoke: envtest-bin ## Run the scheduler_perf benchmark once at 100 nodes / 200 pods, every profile: it fails unless every pod is scheduled.

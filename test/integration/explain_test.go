@@ -2,6 +2,10 @@ package integration
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -11,6 +15,23 @@ import (
 	"github.com/berth-scheduler/berth/pkg/plugins/explain"
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
+
+// kubectlBerth runs bin/kubectl-berth (make test-integration builds it)
+// against the suite's API server and returns its standard output.
+func kubectlBerth(ctx SpecContext, args ...string) string {
+	bin := os.Getenv("BERTH_KUBECTL_BIN")
+	if bin == "" {
+		root, err := framework.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		bin = filepath.Join(root, "bin", "kubectl-berth")
+	}
+	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", env.Kubeconfig)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	Expect(err).NotTo(HaveOccurred(), "%s %v: %s", bin, args, stderr.String())
+	return string(out)
+}
 
 // explanation polls the pod's explain.berth.dev/result.
 func explanation(ctx SpecContext, ns, name string) func(Gomega) *explain.Result {
@@ -68,6 +89,16 @@ var _ = Describe("Explain", Serial, func() {
 		Eventually(framework.EventsFor(ctx, env.Client, ns, "batch", explain.ReasonExplained)).Should(ContainElement(
 			HaveField("Message", And(HavePrefix("placed on ex-spot, rank 1 of 2 scored"), ContainSubstring("over ex-hot"), ContainSubstring("LoadAware")))))
 
+		By("kubectl berth explain prints the nodes by plugin")
+		out := kubectlBerth(ctx, "explain", "batch", "-n", ns)
+		GinkgoWriter.Println(out)
+		Expect(out).To(ContainSubstring("Pod " + ns + "/batch placed on ex-spot by profile berth-explain"))
+		Expect(out).To(MatchRegexp(`(?m)^\*\s+ex-spot\s+\d+`))
+		Expect(out).To(MatchRegexp(`(?m)^\s+ex-hot\s+\d+`))
+		Expect(out).To(ContainSubstring("LoadAware"))
+		Expect(out).To(MatchRegexp(`(?m)^REJECTED BY\s+NODES\s+REASON`))
+		Expect(kubectlBerth(ctx, "explain", "batch", "-n", ns, "-o", "json")).To(ContainSubstring(`"version": "` + explain.ResultVersion + `"`))
+
 		By("a pod that does not ask gets no explanation")
 		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "quiet", SchedulerName: "berth-explain", CPU: "100m", NodeSelector: nodes})
 		Expect(err).NotTo(HaveOccurred())
@@ -100,5 +131,10 @@ var _ = Describe("Explain", Serial, func() {
 		Expect(res.Nearest[1].Node).To(Equal("ex-p-b"))
 		Eventually(framework.EventsFor(ctx, env.Client, ns, "big", explain.ReasonExplained)).Should(ContainElement(
 			HaveField("Message", ContainSubstring("nearest ex-p-a: short 1 cpu"))))
+		out := kubectlBerth(ctx, "explain", "big", "-n", ns)
+		GinkgoWriter.Println(out)
+		Expect(out).To(ContainSubstring("Pod " + ns + "/big fits none of 3 nodes"))
+		Expect(out).To(MatchRegexp(`(?m)^ex-p-a\s+NodeResourcesFit\s+1 cpu$`))
+		Expect(out).To(MatchRegexp(`(?m)^TaintToleration\s+1\s+`))
 	})
 })

@@ -1,0 +1,18 @@
+// Command kubectl-berth is kubectl's plugin for Berth (on the PATH as
+// kubectl-berth, it runs as `kubectl berth`): `kubectl berth explain POD`
+// prints why the pod landed on its node, or why it fits nowhere, from the
+// explanation Berth's Explain plugin wrote on it.
+package main
+
+import (
+	"os"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+)
+
+func main() {
+	cmd := newRootCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
+	if err := cmd.Execute(); err != nil {
+		os.Exit(1)
+	}
+}
