@@ -55,7 +55,7 @@ func (c countingFilter) Filter(context.Context, fwk.CycleState, *v1.Pod, fwk.Nod
 // NodeResourcesBalancedAllocation (weight 2), TaintToleration (weight 3), a
 // counting filter, and Explain at PreFilter, PreScore, Reserve, PostFilter.
 type sim struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	f        framework.Framework
 	snapshot *internalcache.Snapshot
@@ -65,7 +65,7 @@ type sim struct {
 	pl       *Explain
 }
 
-func newSim(t *testing.T, args *config.ExplainArgs, nodes []*v1.Node, pods []*v1.Pod, objs ...runtime.Object) *sim {
+func newSim(t testing.TB, args *config.ExplainArgs, nodes []*v1.Node, pods []*v1.Pod, objs ...runtime.Object) *sim {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
