@@ -46,7 +46,7 @@ func baselineOf(rounds []round, w string) string {
 }
 
 // berthPlugins are the plugins whose execution durations are reported.
-var berthPlugins = []string{"CELPolicy", "LoadAware", "ConfirmBinder", "ElasticQuota", "Coscheduling", "GangScheduling"}
+var berthPlugins = []string{"CELPolicy", "LoadAware", "ConfirmBinder", "ElasticQuota", "Coscheduling", "GangScheduling", "AdmissionFeedback", "Explain"}
 
 type sample struct {
 	throughput map[string]float64 // Average, Perc50, ...
@@ -207,7 +207,7 @@ func profilesAndWorkloads(rounds []round) (profiles, workloads []string) {
 			}
 		}
 	}
-	order := []string{"Default", "CELPolicy", "LoadAware", "ConfirmBinderWhenTight", "ConfirmBinderAlways", "AllPlugins", "GangScheduling", "Coscheduling", "CoschedulingNoStatus"}
+	order := []string{"Default", "CELPolicy", "LoadAware", "ConfirmBinderWhenTight", "ConfirmBinderAlways", "Explain", "AllPlugins", "GangScheduling", "Coscheduling", "CoschedulingNoStatus"}
 	sort.SliceStable(profiles, func(i, j int) bool { return rank(order, profiles[i]) < rank(order, profiles[j]) })
 	sort.Strings(workloads)
 	return profiles, workloads

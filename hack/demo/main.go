@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -38,12 +39,13 @@ var schedulerConfig []byte
 
 func main() {
 	schedulerBin := flag.String("scheduler", "bin/scheduler", "path of the Berth scheduler binary")
+	kubectlBerth := flag.String("kubectl-berth", "bin/kubectl-berth", "path of kubectl's Berth plugin (make build)")
 	assets := flag.String("assets", "", "directory holding kube-apiserver and etcd (make envtest-bin)")
 	timeout := flag.Duration("timeout", 2*time.Minute, "how long to wait for the workloads to settle")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *schedulerBin, *assets, *timeout)
+	err := run(ctx, *schedulerBin, *kubectlBerth, *assets, *timeout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
@@ -55,7 +57,7 @@ func step(format string, args ...any) {
 	fmt.Printf("==> "+format+"\n", args...)
 }
 
-func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration) (err error) {
+func run(ctx context.Context, schedulerBin, kubectlBerth, assets string, timeout time.Duration) (err error) {
 	if assets != "" {
 		os.Setenv("KUBEBUILDER_ASSETS", assets)
 	}
@@ -146,6 +148,14 @@ func run(ctx context.Context, schedulerBin, assets string, timeout time.Duration
 		return fmt.Errorf("%w (scheduler log: %s)", err, logPath)
 	}
 	unexpected := printTable(append(results, afResults...))
+	for _, pod := range []string{"batch-job", "cruncher"} {
+		step("kubectl berth explain %s", pod)
+		out, err := exec.CommandContext(ctx, kubectlBerth, "explain", pod, "-n", ns, "--kubeconfig", env.Kubeconfig).CombinedOutput()
+		fmt.Println(string(out))
+		if err != nil {
+			return fmt.Errorf("kubectl berth explain %s: %w", pod, err)
+		}
+	}
 
 	if os.Getenv("DEMO_KEEP") == "1" {
 		step("DEMO_KEEP=1: the cluster keeps running until Ctrl-C")

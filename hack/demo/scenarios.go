@@ -85,6 +85,10 @@ type demoPod struct {
 
 const ns = "default"
 
+// explainRequest asks Explain for an explanation (the demo prints
+// `kubectl berth explain` for these pods).
+var explainRequest = map[string]string{"explain.berth.dev/request": "true"}
+
 // demoPods are created in order. Each plugin's scenario adds its pods here.
 var demoPods = append(scenarioPods, gangPods()...)
 
@@ -105,11 +109,11 @@ var scenarioPods = []demoPod{
 		Extended: map[string]string{"nvidia.com/gpu": "1"}},
 		expectNode: "gpu-1", why: "requests a GPU: only gpu-1 has one"},
 	{scenario: "celpolicy", spec: framework.PodSpec{Namespace: ns, Name: "batch-job", SchedulerName: "berth-scheduler", CPU: "1", Memory: "1Gi",
-		Labels: map[string]string{"tier": "batch"}},
-		expectNode: "spot-1", why: "rule batch-prefers-spot; by spreading alone on-demand-1 would win"},
+		Labels: map[string]string{"tier": "batch"}, Annotations: explainRequest},
+		expectNode: "spot-1", showEvent: "Explained", why: "rule batch-prefers-spot; by spreading alone on-demand-1 would win (Explain)"},
 	{scenario: "celpolicy", spec: framework.PodSpec{Namespace: ns, Name: "api", SchedulerName: "berth-scheduler", CPU: "7", Memory: "1Gi"},
 		expectNode: "on-demand-1", why: "rule gpu-nodes-for-gpu-pods keeps it off gpu-1, the roomiest node"},
-	{scenario: "celpolicy", spec: framework.PodSpec{Namespace: ns, Name: "cruncher", SchedulerName: "berth-scheduler", CPU: "5", Memory: "1Gi"},
+	{scenario: "celpolicy", spec: framework.PodSpec{Namespace: ns, Name: "cruncher", SchedulerName: "berth-scheduler", CPU: "5", Memory: "1Gi", Annotations: explainRequest},
 		why: "only gpu-1 has 5 CPU free, and rule gpu-nodes-for-gpu-pods rejects it"},
 
 	// LoadAware: usage from node annotations, plus pods placed since the sample.
