@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	clientsetfake "k8s.io/client-go/kubernetes/fake"
@@ -412,5 +413,36 @@ func TestEncodeBoundsTheWorstCase(t *testing.T) {
 	var back Result
 	if err := json.Unmarshal(b, &back); err != nil || !back.Truncated || back.Placed.Node != "n" {
 		t.Errorf("decoded %+v (%v): want a truncated result that still names the node", back, err)
+	}
+}
+
+func TestRedactNodes(t *testing.T) {
+	nodes, pods := cluster()
+	pod := asking("web", "3")
+	s := newSim(t, &config.ExplainArgs{TopNodes: 1, RedactNodes: true}, nodes, pods, pod)
+	r := &Result{Rejections: []Rejection{{Plugin: "AdmissionFeedback", Nodes: 2, Reasons: []ReasonCount{
+		{Reason: "node small refused pod default/web-1 of ReplicaSet default/web 2m ago: OutOfcpu (...)", Nodes: 1},
+		{Reason: "node big refused pod default/web-2 of ReplicaSet default/web 1m ago: OutOfcpu (...)", Nodes: 1},
+	}}}}
+	s.pl.redact(r, sets.New("big"))
+	want := []ReasonCount{
+		{Reason: "node (redacted) refused pod default/web-1 of ReplicaSet default/web 2m ago: OutOfcpu (...)", Nodes: 1},
+		{Reason: "node big refused pod default/web-2 of ReplicaSet default/web 1m ago: OutOfcpu (...)", Nodes: 1},
+	}
+	if diff := cmp.Diff(want, r.Rejections[0].Reasons); diff != "" {
+		t.Errorf("redacted reasons (-want,+got):\n%s", diff)
+	}
+}
+
+func TestNotScoredWhenOneNodeFits(t *testing.T) {
+	nodes, pods := cluster()
+	pod := asking("wide", "9") // only big (14 free) fits
+	s := newSim(t, nil, nodes, pods, pod)
+	if out := s.schedule(pod); out.node != "big" || out.scores != nil {
+		t.Fatalf("cycle %+v, want big without scoring", out)
+	}
+	p := s.result(pod).Placed
+	if p.Node != "big" || p.Scored || p.Feasible != 1 || p.NotScored != "one feasible node: the cycle did not score" || p.Top != nil {
+		t.Errorf("placed %+v", p)
 	}
 }
