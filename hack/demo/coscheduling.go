@@ -38,9 +38,9 @@ var (
 func gangPods() []demoPod {
 	pods := make([]demoPod, gangMembers)
 	for i := range pods {
-		pods[i] = demoPod{scenario: "coscheduling", pendingUntil: 1, expectNode: "gang-*",
+		pods[i] = demoPod{scenario: "coscheduling", pendingUntil: 1, expectNode: "gang-*", showEvent: "Explained",
 			spec: framework.PodSpec{Namespace: ns, Name: fmt.Sprintf("%s-%d", gangGroup, i), SchedulerName: "berth-coscheduling", CPU: "1", Memory: "1Gi",
-				Tolerations: gangToleration, NodeSelector: gangNodes, Labels: map[string]string{schedv1alpha1.PodGroupLabel: gangGroup}},
+				Tolerations: gangToleration, NodeSelector: gangNodes, Labels: map[string]string{schedv1alpha1.PodGroupLabel: gangGroup}, Annotations: explainRequest},
 			why: "gang of 8 on nodes that fit 6: nothing bound (phase 0), then all 8 at once when gang-3 joined"}
 	}
 	return pods

@@ -168,6 +168,10 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, assets string, timeout
 	return nil
 }
 
+// explainedEvent is Explain's event: its summary of a placement fills the
+// WHY column of the pods that ask.
+const explainedEvent = "Explained"
+
 type outcome struct {
 	pod       demoPod
 	node      string
@@ -240,7 +244,9 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 				if err != nil {
 					return false, err
 				}
-				if !ok {
+				// A pod explained while pending, then placed: wait for the
+				// explanation of its placement.
+				if !ok || (p.showEvent == explainedEvent && !strings.HasPrefix(msg, "placed on "+pod.Spec.NodeName)) {
 					all = false
 					continue
 				}

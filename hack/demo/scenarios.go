@@ -54,7 +54,7 @@ var demoPriorityClasses = map[string]int32{"team-critical": 1000}
 
 func quotaPod(namespace, name, cpu, priorityClass string) framework.PodSpec {
 	return framework.PodSpec{Namespace: namespace, Name: name, SchedulerName: "berth-elasticquota", CPU: cpu, Memory: "1Gi",
-		Tolerations: quotaToleration, NodeSelector: quotaNodes, PriorityClassName: priorityClass}
+		Tolerations: quotaToleration, NodeSelector: quotaNodes, PriorityClassName: priorityClass, Annotations: explainRequest}
 }
 
 // usage is the NodeAnnotations source's annotation, measured now.
@@ -118,10 +118,10 @@ var scenarioPods = []demoPod{
 
 	// LoadAware: usage from node annotations, plus pods placed since the sample.
 	{scenario: "loadaware", spec: framework.PodSpec{Namespace: ns, Name: "etl", SchedulerName: "berth-loadaware", CPU: "1", Memory: "1Gi",
-		Tolerations: loadAwareToleration, NodeSelector: loadAwareNodes},
-		expectNode: "quiet-1", why: "busy-1 requests nothing but burns 94% CPU (annotation); by requests it would win"},
+		Tolerations: loadAwareToleration, NodeSelector: loadAwareNodes, Annotations: explainRequest},
+		expectNode: "quiet-1", showEvent: "Explained", why: "busy-1 requests nothing but burns 94% CPU (annotation); by requests it would win"},
 	{scenario: "loadaware", spec: framework.PodSpec{Namespace: ns, Name: "etl-big", SchedulerName: "berth-loadaware", CPU: "2500m", Memory: "1Gi",
-		Tolerations: loadAwareToleration, NodeSelector: loadAwareNodes},
+		Tolerations: loadAwareToleration, NodeSelector: loadAwareNodes, Annotations: explainRequest},
 		why: "fits both nodes by requests, but would push either over the 80% CPU usage threshold (quiet-1 counts etl, placed after its sample)"},
 
 	// ConfirmBinder: another scheduler binds a pod to the chosen node while
@@ -135,14 +135,14 @@ var scenarioPods = []demoPod{
 
 	// ElasticQuota: team-a borrows team-b's idle share up to its max, and
 	// gives it back by preemption when team-b needs its min.
-	{scenario: "elasticquota", spec: quotaPod("team-a", "a-critical-1", "1", "team-critical"), expectNode: "shared-1", why: "within team-a's min (2 CPU)"},
-	{scenario: "elasticquota", spec: quotaPod("team-a", "a-critical-2", "1", "team-critical"), expectNode: "shared-1", why: "within team-a's min (2 CPU)"},
+	{scenario: "elasticquota", spec: quotaPod("team-a", "a-critical-1", "1", "team-critical"), expectNode: "shared-1", showEvent: "Explained", why: "within team-a's min (2 CPU)"},
+	{scenario: "elasticquota", spec: quotaPod("team-a", "a-critical-2", "1", "team-critical"), expectNode: "shared-1", showEvent: "Explained", why: "within team-a's min (2 CPU)"},
 	{scenario: "elasticquota", spec: quotaPod("team-a", "a-batch-1", "1", ""), expectPreempted: true,
 		why: "borrowed team-b's idle min; taken back when team-b came (lowest priority first)"},
 	{scenario: "elasticquota", spec: quotaPod("team-a", "a-batch-2", "1", ""), expectPreempted: true,
 		why: "borrowed team-b's idle min; taken back when team-b came (lowest priority first)"},
 	{scenario: "elasticquota", spec: quotaPod("team-a", "a-batch-3", "1", ""),
 		why: "team-a is at its max (4 CPU): refused in PreFilter, before any node is looked at"},
-	{scenario: "elasticquota", phase: 1, spec: quotaPod("team-b", "b-service", "2", ""), expectNode: "shared-1",
+	{scenario: "elasticquota", phase: 1, spec: quotaPod("team-b", "b-service", "2", ""), expectNode: "shared-1", showEvent: "Explained",
 		why: "within team-b's min although the node is full: team-a's borrowed pods were preempted"},
 }
