@@ -224,7 +224,7 @@ func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, assu
 	pl.fh.Parallelizer().Until(ctx, len(nodes), func(i int) {
 		statuses[i] = pl.fh.RunFilterPluginsWithNominatedPods(ctx, clone, pod, nodes[i])
 	}, Name)
-	rej, nodesOf := rejections{}, map[string]int{}
+	rej := rejections{}
 	feasible := 0
 	for _, st := range statuses {
 		if st.IsSuccess() {
@@ -232,10 +232,9 @@ func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, assu
 			continue
 		}
 		rej.add(st.Plugin(), st.Reasons())
-		nodesOf[st.Plugin()]++
 	}
 	r := pl.newResult(OutcomePlaced, len(nodes))
-	r.Rejections = rej.list(nodesOf)
+	r.Rejections = rej.list()
 	p := &Placed{Node: chosen, Feasible: feasible}
 	r.Placed = p
 	if s.scored == nil {
@@ -243,7 +242,7 @@ func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, assu
 		if pod.Status.NominatedNodeName == chosen {
 			p.NotScored = "the pod's nominated node fits: the cycle did not score"
 		}
-		pl.redact(r, sets.New(chosen))
+		pl.redact(r, nodes, sets.New(chosen))
 		return r, nil
 	}
 	scoredNodes := make([]fwk.NodeInfo, 0, len(s.scored))
@@ -305,7 +304,7 @@ func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, assu
 			keep.Insert(sc.Name)
 		}
 	}
-	pl.redact(r, keep)
+	pl.redact(r, nodes, keep)
 	return r, nil
 }
 
@@ -325,7 +324,7 @@ func (pl *Explain) explainPending(pod *v1.Pod, m fwk.NodeToStatusReader) (*Resul
 		return nil, fmt.Errorf("listing the snapshot's nodes: %w", err)
 	}
 	r := pl.newResult(OutcomePending, len(nodes))
-	rej, nodesOf := rejections{}, map[string]int{}
+	rej := rejections{}
 	type near struct {
 		Nearest
 		distance float64
@@ -337,7 +336,6 @@ func (pl *Explain) explainPending(pod *v1.Pod, m fwk.NodeToStatusReader) (*Resul
 			continue
 		}
 		rej.add(st.Plugin(), st.Reasons())
-		nodesOf[st.Plugin()]++
 		if st.Plugin() != noderesources.Name {
 			continue
 		}
@@ -368,8 +366,8 @@ func (pl *Explain) explainPending(pod *v1.Pod, m fwk.NodeToStatusReader) (*Resul
 		r.Nearest = append(r.Nearest, nearest[i].Nearest)
 		keep.Insert(nearest[i].Node)
 	}
-	r.Rejections = rej.list(nodesOf)
-	pl.redact(r, keep)
+	r.Rejections = rej.list()
+	pl.redact(r, nodes, keep)
 	return r, nil
 }
 
@@ -385,14 +383,10 @@ func quantity(name v1.ResourceName, v int64) string {
 	}
 }
 
-// redact, with redactNodes, replaces in the reasons the names of nodes not
-// kept (the chosen node and the listed ones).
-func (pl *Explain) redact(r *Result, keep sets.Set[string]) {
+// redact, with redactNodes, replaces in the reasons the names of the
+// snapshot's nodes not kept (the chosen node and the listed ones).
+func (pl *Explain) redact(r *Result, nodes []fwk.NodeInfo, keep sets.Set[string]) {
 	if !pl.args.RedactNodes {
-		return
-	}
-	nodes, err := pl.fh.SnapshotSharedLister().NodeInfos().List()
-	if err != nil {
 		return
 	}
 	names := make(sets.Set[string], len(nodes))

@@ -424,7 +424,11 @@ func TestRedactNodes(t *testing.T) {
 		{Reason: "node small refused pod default/web-1 of ReplicaSet default/web 2m ago: OutOfcpu (...)", Nodes: 1},
 		{Reason: "node big refused pod default/web-2 of ReplicaSet default/web 1m ago: OutOfcpu (...)", Nodes: 1},
 	}}}}
-	s.pl.redact(r, sets.New("big"))
+	snapshotNodes, err := s.snapshot.NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pl.redact(r, snapshotNodes, sets.New("big"))
 	want := []ReasonCount{
 		{Reason: "node (redacted) refused pod default/web-1 of ReplicaSet default/web 2m ago: OutOfcpu (...)", Nodes: 1},
 		{Reason: "node big refused pod default/web-2 of ReplicaSet default/web 1m ago: OutOfcpu (...)", Nodes: 1},
@@ -444,5 +448,21 @@ func TestNotScoredWhenOneNodeFits(t *testing.T) {
 	p := s.result(pod).Placed
 	if p.Node != "big" || p.Scored || p.Feasible != 1 || p.NotScored != "one feasible node: the cycle did not score" || p.Top != nil {
 		t.Errorf("placed %+v", p)
+	}
+}
+
+func TestRejectionWithoutAPluginNameCountsItsNodes(t *testing.T) {
+	nodes, pods := cluster()
+	pod := asking("huge", "1")
+	s := newSim(t, nil, nodes, pods)
+	m := framework.NewDefaultNodeToStatus()
+	m.SetAbsentNodesStatus(fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "rejected by an extender")) // no plugin named
+	r, err := s.pl.explainPending(pod, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Rejection{{Plugin: "(unknown)", Nodes: 5, Reasons: []ReasonCount{{Reason: "rejected by an extender", Nodes: 5}}}}
+	if diff := cmp.Diff(want, r.Rejections); diff != "" {
+		t.Errorf("rejections (-want,+got):\n%s", diff)
 	}
 }

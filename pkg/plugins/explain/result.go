@@ -98,16 +98,26 @@ type Nearest struct {
 	Short map[string]string `json:"short"`
 }
 
-// rejections tallies rejection reasons by plugin.
-type rejections map[string]map[string]int
+// rejections tallies, per plugin, the nodes it rejected and their reasons.
+type rejections map[string]*tally
 
+type tally struct {
+	nodes   int
+	reasons map[string]int
+}
+
+// add records one node's status (a node gets one, possibly with several
+// reasons).
 func (r rejections) add(plugin string, reasons []string) {
 	if plugin == "" {
 		plugin = "(unknown)"
 	}
-	if r[plugin] == nil {
-		r[plugin] = map[string]int{}
+	t := r[plugin]
+	if t == nil {
+		t = &tally{reasons: map[string]int{}}
+		r[plugin] = t
 	}
+	t.nodes++
 	if len(reasons) == 0 {
 		reasons = []string{"(no reason given)"}
 	}
@@ -115,18 +125,16 @@ func (r rejections) add(plugin string, reasons []string) {
 		if len(reason) > maxReasonLen {
 			reason = truncate(reason, maxReasonLen)
 		}
-		r[plugin][reason]++
+		t.reasons[reason]++
 	}
 }
 
 // list orders plugins by nodes rejected, each with its top reasons.
-// A plugin's node count is its most frequent reason's (a node gets one
-// status, possibly with several reasons).
-func (r rejections) list(nodesOf map[string]int) []Rejection {
+func (r rejections) list() []Rejection {
 	out := make([]Rejection, 0, len(r))
-	for plugin, reasons := range r {
-		rc := make([]ReasonCount, 0, len(reasons))
-		for reason, n := range reasons {
+	for plugin, t := range r {
+		rc := make([]ReasonCount, 0, len(t.reasons))
+		for reason, n := range t.reasons {
 			rc = append(rc, ReasonCount{Reason: reason, Nodes: n})
 		}
 		sort.Slice(rc, func(i, j int) bool {
@@ -138,7 +146,7 @@ func (r rejections) list(nodesOf map[string]int) []Rejection {
 		if len(rc) > maxReasonsPerPlugin {
 			rc = rc[:maxReasonsPerPlugin]
 		}
-		out = append(out, Rejection{Plugin: plugin, Nodes: nodesOf[plugin], Reasons: rc})
+		out = append(out, Rejection{Plugin: plugin, Nodes: t.nodes, Reasons: rc})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Nodes != out[j].Nodes {
