@@ -1,11 +1,12 @@
 package admissionfeedback
 
 import (
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/berth-scheduler/berth/pkg/onceper"
 )
 
 // eventInterval: at most one event per pod and node, or per node, in it.
@@ -19,15 +20,12 @@ type eventLimiter struct {
 	// every replica, may be recorded (the leader's only). Events from
 	// extension points run only where the scheduler schedules.
 	allowed func() bool
-
-	mu        sync.Mutex
-	last      map[string]time.Time
-	lastSweep time.Time
-	now       func() time.Time
+	// once dedupes by id.
+	once *onceper.Limiter
 }
 
 func newEventLimiter(fh fwk.Handle, allowed func() bool) *eventLimiter {
-	return &eventLimiter{fh: fh, allowed: allowed, last: map[string]time.Time{}, now: time.Now}
+	return &eventLimiter{fh: fh, allowed: allowed, once: onceper.New(eventInterval)}
 }
 
 // pod says on pod that node was skipped for it (from PreFilter).
@@ -54,23 +52,5 @@ func (l *eventLimiter) node(name, msg string) {
 
 // take reports whether an event of this id may be recorded now.
 func (l *eventLimiter) take(id string) bool {
-	if l == nil || l.fh == nil || l.fh.EventRecorder() == nil {
-		return false
-	}
-	now := l.now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if t, ok := l.last[id]; ok && now.Sub(t) < eventInterval {
-		return false
-	}
-	l.last[id] = now
-	if now.Sub(l.lastSweep) >= eventInterval { // bounded: older entries go
-		l.lastSweep = now
-		for k, t := range l.last {
-			if now.Sub(t) >= eventInterval {
-				delete(l.last, k)
-			}
-		}
-	}
-	return true
+	return l != nil && l.fh != nil && l.fh.EventRecorder() != nil && l.once.Allow(id)
 }

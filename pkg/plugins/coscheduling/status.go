@@ -3,7 +3,6 @@ package coscheduling
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -14,6 +13,8 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/berth-scheduler/berth/pkg/onceper"
 )
 
 // writeStatus writes the status of the PodGroups whose members or spec
@@ -74,17 +75,14 @@ type eventLimiter struct {
 	// which run in every replica, may be recorded (the leader's only).
 	// Events from extension points run only where the scheduler schedules.
 	allowed func() bool
-
-	mu        sync.Mutex
-	last      map[string]time.Time // dedupe key -> when
-	lastSweep time.Time
-	now       func() time.Time
+	// once dedupes by id.
+	once *onceper.Limiter
 }
 
 const eventInterval = time.Minute
 
 func newEventLimiter(fh fwk.Handle, allowed func() bool) *eventLimiter {
-	return &eventLimiter{fh: fh, allowed: allowed, last: map[string]time.Time{}, now: time.Now}
+	return &eventLimiter{fh: fh, allowed: allowed, once: onceper.New(eventInterval)}
 }
 
 // waiting reports that a group waits for quorum (from the status loop).
@@ -116,25 +114,9 @@ func (l *eventLimiter) podGroupRef(s *spec, eventType, reason, msg string) {
 // record records the event unless one of the same id was recorded within
 // the interval.
 func (l *eventLimiter) record(s *spec, eventType, reason, msg, id string) {
-	if l == nil || l.fh == nil || l.fh.EventRecorder() == nil {
+	if l == nil || l.fh == nil || l.fh.EventRecorder() == nil || !l.once.Allow(id) {
 		return
 	}
-	now := l.now()
-	l.mu.Lock()
-	if t, ok := l.last[id]; ok && now.Sub(t) < eventInterval {
-		l.mu.Unlock()
-		return
-	}
-	l.last[id] = now
-	if now.Sub(l.lastSweep) >= eventInterval { // bounded: entries older than the interval go
-		l.lastSweep = now
-		for k, t := range l.last {
-			if now.Sub(t) >= eventInterval {
-				delete(l.last, k)
-			}
-		}
-	}
-	l.mu.Unlock()
 	// The reference names the kind itself: the recorder's scheme does not
 	// know scheduler-plugins' types.
 	ref := &schedv1alpha1.PodGroup{
