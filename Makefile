@@ -43,6 +43,12 @@ BIN := $(CURDIR)/bin
 ENVTEST_DIR := $(BIN)/k8s/$(K8S_VERSION)
 export KUBEBUILDER_ASSETS := $(ENVTEST_DIR)
 
+# metrics-server, for LoadAware's MetricsAPI path in the sandbox and the
+# tests: built from its own module (it pins its own Kubernetes libraries).
+METRICS_SERVER_MOD := hack/tools/metrics-server
+METRICS_SERVER_VERSION := $(shell cd $(METRICS_SERVER_MOD) && $(GO) list -m -f '{{.Version}}' sigs.k8s.io/metrics-server)
+METRICS_SERVER := $(BIN)/metrics-server-$(METRICS_SERVER_VERSION)
+
 KUSTOMIZE_VERSION := v5.8.0
 KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
 
@@ -68,7 +74,7 @@ build: ## Build bin/scheduler (static, stripped, versioned: the image's build co
 	$(BUILD_CMD) -o $(BIN)/kubectl-berth ./cmd/kubectl-berth
 
 .PHONY: envtest-bin
-envtest-bin: $(ENVTEST_DIR)/kube-apiserver $(ENVTEST_DIR)/etcd ## Build kube-apiserver and etcd for envtest from the Go module proxy (versions pinned in go.mod).
+envtest-bin: $(ENVTEST_DIR)/kube-apiserver $(ENVTEST_DIR)/etcd $(METRICS_SERVER) ## Build kube-apiserver and etcd (versions pinned in go.mod) and metrics-server (hack/tools/metrics-server) from the Go module proxy.
 
 $(ENVTEST_DIR)/kube-apiserver:
 	@mkdir -p $(ENVTEST_DIR)
@@ -80,6 +86,11 @@ $(ENVTEST_DIR)/etcd:
 	@mkdir -p $(ENVTEST_DIR)
 	@echo ">> building etcd $$($(GO) list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3) into $(ENVTEST_DIR)"
 	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -o $@.tmp go.etcd.io/etcd/server/v3
+	@mv $@.tmp $@
+
+$(METRICS_SERVER):
+	@echo ">> building metrics-server $(METRICS_SERVER_VERSION) into $(BIN) (cold: ~2 min)"
+	cd $(METRICS_SERVER_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w -X 'k8s.io/client-go/pkg/version.gitVersion=$(METRICS_SERVER_VERSION)'" -o $@.tmp sigs.k8s.io/metrics-server/cmd/metrics-server
 	@mv $@.tmp $@
 
 .PHONY: image
@@ -97,7 +108,7 @@ test-unit: ## Run unit tests with the race detector.
 
 .PHONY: test-integration
 test-integration: build envtest-bin $(KUSTOMIZE) ## Run the envtest integration suites (real kube-apiserver and etcd; the deploy suite runs bin/scheduler and kustomize).
-	BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth KUSTOMIZE=$(KUSTOMIZE) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
+	BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) KUSTOMIZE=$(KUSTOMIZE) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
 
 .PHONY: test-bench-smoke
 test-bench-smoke: envtest-bin ## Run the scheduler_perf benchmark once at 100 nodes / 200 pods, every profile: it fails unless every pod is scheduled.

@@ -14,8 +14,9 @@ go vet ./... || fail=1
 
 echo ">> generated code"
 hack/update-codegen.sh
-echo ">> go mod tidy"
+echo ">> go mod tidy (and the tools modules under hack/tools)"
 go mod tidy
+for mod in hack/tools/*/; do (cd "$mod" && go mod tidy); done
 if ! git diff --quiet -- . || [[ -n $(git ls-files --others --exclude-standard) ]]; then
   echo "generated files or go.mod/go.sum are stale; run 'make generate' and 'go mod tidy' and commit:"
   git status --short

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 // The AdmissionFeedback scenario, run after the other scenarios settled: a
@@ -23,16 +23,16 @@ import (
 const loopWindow = 3 * time.Second
 
 func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, timeout time.Duration) ([]outcome, error) {
-	rc, err := framework.StartRefusalCluster(ctx, c, "demo")
+	rc, err := sandbox.StartRefusalCluster(ctx, c, "demo")
 	if err != nil {
 		return nil, err
 	}
 	// The stand-ins' watches end with the scenario; their pods and nodes
 	// stay for DEMO_KEEP=1.
 	defer rc.Stop()
-	step("admissionfeedback: %s (the roomiest of three nodes) refuses every pod at admission: %s", rc.BlackHole, framework.RefusalReason)
+	step("admissionfeedback: %s (the roomiest of three nodes) refuses every pod at admission: %s", rc.BlackHole, sandbox.RefusalReason)
 
-	loop, err := framework.StartReplacer(ctx, c, rc.PodSpec(ns, "loop-web", "default-scheduler"), 1)
+	loop, err := sandbox.StartReplacer(ctx, c, rc.PodSpec(ns, "loop-web", "default-scheduler"), 1)
 	if err != nil {
 		return nil, err
 	}
@@ -44,12 +44,12 @@ func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, timeout t
 	loop.Stop()
 	looped, lastLoopPod := refusedOf(rc, "loop-web-")
 	step("admissionfeedback: default profile: %s refused %d pods of ReplicaSet loop-web in %s; the demo stopped that ReplicaSet", rc.BlackHole, looped, loopWindow)
-	loopNode, err := framework.NodeNameOf(ctx, c, ns, lastLoopPod)()
+	loopNode, err := sandbox.NodeNameOf(ctx, c, ns, lastLoopPod)()
 	if err != nil {
 		return nil, err
 	}
 
-	af, err := framework.StartReplacer(ctx, c, rc.PodSpec(ns, "af-web", "berth-admissionfeedback"), 1)
+	af, err := sandbox.StartReplacer(ctx, c, rc.PodSpec(ns, "af-web", "berth-admissionfeedback"), 1)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, timeout t
 			return false, nil
 		}
 		replacement = af.Latest()
-		node, err = framework.NodeNameOf(ctx, c, ns, replacement)()
+		node, err = sandbox.NodeNameOf(ctx, c, ns, replacement)()
 		return node != "", err
 	}); err != nil {
 		return nil, fmt.Errorf("admissionfeedback: af-web's replacement was not placed: %w", err)
@@ -72,13 +72,13 @@ func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, timeout t
 	refusedOnce, _ := refusedOf(rc, "af-web-")
 	step("admissionfeedback: berth-admissionfeedback: %s refused %d pod(s) of ReplicaSet af-web; the replacement %s went to %s", rc.BlackHole, refusedOnce, replacement, node)
 	return []outcome{
-		{pod: demoPod{scenario: "admissionfeedback", spec: framework.PodSpec{Namespace: ns, Name: lastLoopPod, SchedulerName: "default-scheduler"}, expectNode: rc.BlackHole,
+		{pod: demoPod{scenario: "admissionfeedback", spec: sandbox.PodSpec{Namespace: ns, Name: lastLoopPod, SchedulerName: "default-scheduler"}, expectNode: rc.BlackHole,
 			why: fmt.Sprintf("default profile: %d replacements of ReplicaSet loop-web in %s, each sent back to %s and refused (the demo stopped the loop)", looped, loopWindow, rc.BlackHole)},
 			node: loopNode},
-		{pod: demoPod{scenario: "admissionfeedback", spec: framework.PodSpec{Namespace: ns, Name: first.Name, SchedulerName: "berth-admissionfeedback"}, expectNode: rc.BlackHole,
+		{pod: demoPod{scenario: "admissionfeedback", spec: sandbox.PodSpec{Namespace: ns, Name: first.Name, SchedulerName: "berth-admissionfeedback"}, expectNode: rc.BlackHole,
 			why: fmt.Sprintf("refused by %s's kubelet: %s %s", first.Spec.NodeName, first.Status.Phase, first.Status.Reason)},
 			node: first.Spec.NodeName},
-		{pod: demoPod{scenario: "admissionfeedback", spec: framework.PodSpec{Namespace: ns, Name: replacement, SchedulerName: "berth-admissionfeedback"}, expectNode: "admits-demo-*",
+		{pod: demoPod{scenario: "admissionfeedback", spec: sandbox.PodSpec{Namespace: ns, Name: replacement, SchedulerName: "berth-admissionfeedback"}, expectNode: "admits-demo-*",
 			showEvent: "NodeRefusedSibling", why: fmt.Sprintf("the replacement went to another node (refusals of af-web: %d)", refusedOnce)},
 			node: node, message: latestMessage(ctx, c, replacement, "NodeRefusedSibling")},
 	}, nil
@@ -86,7 +86,7 @@ func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, timeout t
 
 // refusedOf counts the pods named prefix* the black hole refused, and names
 // the last.
-func refusedOf(rc *framework.RefusalCluster, prefix string) (n int, last string) {
+func refusedOf(rc *sandbox.RefusalCluster, prefix string) (n int, last string) {
 	for _, p := range rc.Kubelet.RefusedPods() {
 		if name, ok := strings.CutPrefix(p, ns+"/"); ok && strings.HasPrefix(name, prefix) {
 			n, last = n+1, name
@@ -97,6 +97,6 @@ func refusedOf(rc *framework.RefusalCluster, prefix string) (n int, last string)
 
 // latestMessage is the pod's latest event message of reason ("" if none yet).
 func latestMessage(ctx context.Context, c kubernetes.Interface, name, reason string) string {
-	msg, _, _ := latestEvent(ctx, c, demoPod{spec: framework.PodSpec{Namespace: ns, Name: name}}, reason)
+	msg, _, _ := latestEvent(ctx, c, demoPod{spec: sandbox.PodSpec{Namespace: ns, Name: name}}, reason)
 	return msg
 }

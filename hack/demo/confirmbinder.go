@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 // The ConfirmBinder scenario makes the binding race deterministic. Pod
@@ -76,7 +76,7 @@ func provision(ctx context.Context, c kubernetes.Interface) error {
 		return fmt.Errorf("waiting for the scheduler to select a node for %s: %w", cbClaim, err)
 	}
 
-	if _, err := framework.CreatePod(ctx, c, framework.PodSpec{Namespace: ns, Name: cbIntruder, SchedulerName: "other-scheduler",
+	if _, err := sandbox.CreatePod(ctx, c, sandbox.PodSpec{Namespace: ns, Name: cbIntruder, SchedulerName: "other-scheduler",
 		CPU: "3", Memory: "1Gi", Tolerations: cbToleration}); err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 // The Coscheduling scenario: a training job's gang of eight one-CPU pods
@@ -30,7 +30,7 @@ var (
 	gangNodes      = map[string]string{"berth.io/demo": "coscheduling"}
 	gangToleration = []v1.Toleration{{Key: "berth.io/demo", Operator: v1.TolerationOpExists}}
 	// gangJoiner joins the cluster at the start of phase 1.
-	gangJoiner = framework.NodeSpec{Name: "gang-3", CPU: "3", Memory: "8Gi", Taints: []v1.Taint{gangTaint}, Labels: gangNodes}
+	gangJoiner = sandbox.NodeSpec{Name: "gang-3", CPU: "3", Memory: "8Gi", Taints: []v1.Taint{gangTaint}, Labels: gangNodes}
 )
 
 // gangPods are the scenario's members: pending in phase 0, on a gang-* node
@@ -39,7 +39,7 @@ func gangPods() []demoPod {
 	pods := make([]demoPod, gangMembers)
 	for i := range pods {
 		pods[i] = demoPod{scenario: "coscheduling", pendingUntil: 1, expectNode: "gang-*", showEvent: "Explained",
-			spec: framework.PodSpec{Namespace: ns, Name: fmt.Sprintf("%s-%d", gangGroup, i), SchedulerName: "berth-coscheduling", CPU: "1", Memory: "1Gi",
+			spec: sandbox.PodSpec{Namespace: ns, Name: fmt.Sprintf("%s-%d", gangGroup, i), SchedulerName: "berth-coscheduling", CPU: "1", Memory: "1Gi",
 				Tolerations: gangToleration, NodeSelector: gangNodes, Labels: map[string]string{schedv1alpha1.PodGroupLabel: gangGroup}, Annotations: explainRequest},
 			why: "gang of 8 on nodes that fit 6: nothing bound (phase 0), then all 8 at once when gang-3 joined"}
 	}
@@ -62,6 +62,6 @@ func createPodGroup(ctx context.Context, cfg *rest.Config) error {
 // joinGangNode adds the node that gives the gang room (phase 1's action).
 func joinGangNode(ctx context.Context, c kubernetes.Interface) error {
 	step("coscheduling: node %s joins (3 CPU): the gang of %d now fits", gangJoiner.Name, gangMembers)
-	_, err := framework.CreateNode(ctx, c, gangJoiner)
+	_, err := sandbox.CreateNode(ctx, c, gangJoiner)
 	return err
 }

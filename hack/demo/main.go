@@ -31,7 +31,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 //go:embed scheduler-config.yaml
@@ -62,7 +62,7 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, assets string, timeout
 		os.Setenv("KUBEBUILDER_ASSETS", assets)
 	}
 	step("starting etcd and kube-apiserver on loopback (binaries in %s)", os.Getenv("KUBEBUILDER_ASSETS"))
-	env, err := framework.StartEnv()
+	env, err := sandbox.StartControlPlane()
 	if err != nil {
 		return err
 	}
@@ -77,11 +77,11 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, assets string, timeout
 	if err := os.WriteFile(cfgPath, schedulerConfig, 0o600); err != nil {
 		return err
 	}
-	if cfgPath, err = framework.PrepareConfig(env.Dir, "scheduler-config.yaml", env.Kubeconfig, false, cfgPath); err != nil {
+	if cfgPath, err = sandbox.PrepareConfig(env.Dir, "scheduler-config.yaml", env.Kubeconfig, false, cfgPath); err != nil {
 		return err
 	}
 	logPath := filepath.Join(env.Dir, "scheduler.log")
-	sched, err := framework.StartSchedulerProcess(schedulerBin, cfgPath, logPath, "--v=2")
+	sched, err := sandbox.StartSchedulerProcess(schedulerBin, cfgPath, logPath, "--v=2")
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, assets string, timeout
 	c := env.Client
 	step("creating the demo cluster: %d nodes, namespaces team-a and team-b with ElasticQuotas", len(demoNodes))
 	for _, n := range demoNodes {
-		if _, err := framework.CreateNode(ctx, c, n); err != nil {
+		if _, err := sandbox.CreateNode(ctx, c, n); err != nil {
 			return err
 		}
 	}
@@ -108,7 +108,7 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, assets string, timeout
 	provisioned := make(chan error, 1)
 	go func() { provisioned <- provision(ctx, c) }()
 	step("playing the kubelet: pods being deleted (preemption victims) are removed at once")
-	go framework.PlayKubelet(ctx, c)
+	go sandbox.PlayKubelet(ctx, c)
 
 	if err := createPodGroup(ctx, env.Config); err != nil {
 		return err
@@ -124,7 +124,7 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, assets string, timeout
 		var created int
 		for _, p := range demoPods {
 			if p.phase == phase && !p.external {
-				if _, err := framework.CreatePod(ctx, c, p.spec); err != nil {
+				if _, err := sandbox.CreatePod(ctx, c, p.spec); err != nil {
 					return err
 				}
 				created++
@@ -278,7 +278,7 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 
 // createQuotas creates the ElasticQuota scenario's namespaces, quotas and
 // priority classes.
-func createQuotas(ctx context.Context, env *framework.Env) error {
+func createQuotas(ctx context.Context, env *sandbox.ControlPlane) error {
 	for name, value := range demoPriorityClasses {
 		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
 		if _, err := env.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
@@ -310,7 +310,7 @@ func createQuotas(ctx context.Context, env *framework.Env) error {
 // latestEvent returns the message of the pod's latest event with reason,
 // and whether there is one.
 func latestEvent(ctx context.Context, c kubernetes.Interface, p demoPod, reason string) (string, bool, error) {
-	events, err := framework.EventsFor(ctx, c, p.spec.Namespace, p.spec.Name, reason)()
+	events, err := sandbox.EventsFor(ctx, c, p.spec.Namespace, p.spec.Name, reason)()
 	if err != nil || len(events) == 0 {
 		return "", false, err
 	}

@@ -8,11 +8,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 // The demo cluster: nodes of different sizes and labels.
-var demoNodes = []framework.NodeSpec{
+var demoNodes = []sandbox.NodeSpec{
 	{Name: "small-1", CPU: "2", Memory: "4Gi", Labels: map[string]string{"lifecycle": "on-demand"}},
 	{Name: "on-demand-1", CPU: "8", Memory: "16Gi", Labels: map[string]string{"lifecycle": "on-demand"}},
 	{Name: "spot-1", CPU: "4", Memory: "8Gi", Labels: map[string]string{"lifecycle": "spot"}},
@@ -52,8 +52,8 @@ var demoQuotas = []struct{ namespace, min, max string }{
 // demoPriorityClasses: team-a marks two of its pods critical.
 var demoPriorityClasses = map[string]int32{"team-critical": 1000}
 
-func quotaPod(namespace, name, cpu, priorityClass string) framework.PodSpec {
-	return framework.PodSpec{Namespace: namespace, Name: name, SchedulerName: "berth-elasticquota", CPU: cpu, Memory: "1Gi",
+func quotaPod(namespace, name, cpu, priorityClass string) sandbox.PodSpec {
+	return sandbox.PodSpec{Namespace: namespace, Name: name, SchedulerName: "berth-elasticquota", CPU: cpu, Memory: "1Gi",
 		Tolerations: quotaToleration, NodeSelector: quotaNodes, PriorityClassName: priorityClass, Annotations: explainRequest}
 }
 
@@ -68,7 +68,7 @@ type demoPod struct {
 	// phase: pods of phase N are created once every pod of the phases
 	// before has settled.
 	phase      int
-	spec       framework.PodSpec
+	spec       sandbox.PodSpec
 	expectNode string // "" means it should stay Pending (or be preempted); "x-*" any node named x-...
 	// pendingUntil: in the phases before it, the pod must stay Pending
 	// (with a FailedScheduling event); from it on, end on expectNode.
@@ -99,38 +99,38 @@ var phaseActions = map[int]func(context.Context, kubernetes.Interface) error{
 
 var scenarioPods = []demoPod{
 	// Upstream behaviour, untouched: the default profile.
-	{scenario: "upstream", spec: framework.PodSpec{Namespace: ns, Name: "web", SchedulerName: "default-scheduler", CPU: "6", Memory: "1Gi"},
+	{scenario: "upstream", spec: sandbox.PodSpec{Namespace: ns, Name: "web", SchedulerName: "default-scheduler", CPU: "6", Memory: "1Gi"},
 		expectNode: "gpu-1", why: "default profile: LeastAllocated picks the roomiest node that fits 6 CPU"},
-	{scenario: "upstream", spec: framework.PodSpec{Namespace: ns, Name: "too-big", SchedulerName: "default-scheduler", CPU: "32", Memory: "1Gi"},
+	{scenario: "upstream", spec: sandbox.PodSpec{Namespace: ns, Name: "too-big", SchedulerName: "default-scheduler", CPU: "32", Memory: "1Gi"},
 		why: "no node has 32 CPU"},
 
 	// CELPolicy: rules from the scheduler config.
-	{scenario: "celpolicy", spec: framework.PodSpec{Namespace: ns, Name: "trainer", SchedulerName: "berth-scheduler", CPU: "2", Memory: "4Gi",
+	{scenario: "celpolicy", spec: sandbox.PodSpec{Namespace: ns, Name: "trainer", SchedulerName: "berth-scheduler", CPU: "2", Memory: "4Gi",
 		Extended: map[string]string{"nvidia.com/gpu": "1"}},
 		expectNode: "gpu-1", why: "requests a GPU: only gpu-1 has one"},
-	{scenario: "celpolicy", spec: framework.PodSpec{Namespace: ns, Name: "batch-job", SchedulerName: "berth-scheduler", CPU: "1", Memory: "1Gi",
+	{scenario: "celpolicy", spec: sandbox.PodSpec{Namespace: ns, Name: "batch-job", SchedulerName: "berth-scheduler", CPU: "1", Memory: "1Gi",
 		Labels: map[string]string{"tier": "batch"}, Annotations: explainRequest},
 		expectNode: "spot-1", showEvent: "Explained", why: "rule batch-prefers-spot; by spreading alone on-demand-1 would win (Explain)"},
-	{scenario: "celpolicy", spec: framework.PodSpec{Namespace: ns, Name: "api", SchedulerName: "berth-scheduler", CPU: "7", Memory: "1Gi"},
+	{scenario: "celpolicy", spec: sandbox.PodSpec{Namespace: ns, Name: "api", SchedulerName: "berth-scheduler", CPU: "7", Memory: "1Gi"},
 		expectNode: "on-demand-1", why: "rule gpu-nodes-for-gpu-pods keeps it off gpu-1, the roomiest node"},
-	{scenario: "celpolicy", spec: framework.PodSpec{Namespace: ns, Name: "cruncher", SchedulerName: "berth-scheduler", CPU: "5", Memory: "1Gi", Annotations: explainRequest},
+	{scenario: "celpolicy", spec: sandbox.PodSpec{Namespace: ns, Name: "cruncher", SchedulerName: "berth-scheduler", CPU: "5", Memory: "1Gi", Annotations: explainRequest},
 		why: "only gpu-1 has 5 CPU free, and rule gpu-nodes-for-gpu-pods rejects it"},
 
 	// LoadAware: usage from node annotations, plus pods placed since the sample.
-	{scenario: "loadaware", spec: framework.PodSpec{Namespace: ns, Name: "etl", SchedulerName: "berth-loadaware", CPU: "1", Memory: "1Gi",
+	{scenario: "loadaware", spec: sandbox.PodSpec{Namespace: ns, Name: "etl", SchedulerName: "berth-loadaware", CPU: "1", Memory: "1Gi",
 		Tolerations: loadAwareToleration, NodeSelector: loadAwareNodes, Annotations: explainRequest},
 		expectNode: "quiet-1", showEvent: "Explained", why: "busy-1 requests nothing but burns 94% CPU (annotation); by requests it would win"},
-	{scenario: "loadaware", spec: framework.PodSpec{Namespace: ns, Name: "etl-big", SchedulerName: "berth-loadaware", CPU: "2500m", Memory: "1Gi",
+	{scenario: "loadaware", spec: sandbox.PodSpec{Namespace: ns, Name: "etl-big", SchedulerName: "berth-loadaware", CPU: "2500m", Memory: "1Gi",
 		Tolerations: loadAwareToleration, NodeSelector: loadAwareNodes, Annotations: explainRequest},
 		why: "fits both nodes by requests, but would push either over the 80% CPU usage threshold (quiet-1 counts etl, placed after its sample)"},
 
 	// ConfirmBinder: another scheduler binds a pod to the chosen node while
 	// the scheduler waits for the pod's volume; the confirmation catches it.
-	{scenario: "confirmbinder", spec: framework.PodSpec{Namespace: ns, Name: "cb-web", SchedulerName: "berth-confirmbinder", CPU: "2", Memory: "1Gi",
+	{scenario: "confirmbinder", spec: sandbox.PodSpec{Namespace: ns, Name: "cb-web", SchedulerName: "berth-confirmbinder", CPU: "2", Memory: "1Gi",
 		Tolerations: cbToleration, NodeSelector: cbNodes, Claim: cbClaim},
 		expectNode: "cb-2", showEvent: "BindConflict",
 		why: "chose cb-1; cb-intruder was bound there meanwhile, so ConfirmBinder refused the binding and the next cycle chose cb-2"},
-	{scenario: "confirmbinder", spec: framework.PodSpec{Namespace: ns, Name: cbIntruder, SchedulerName: "other-scheduler"}, external: true,
+	{scenario: "confirmbinder", spec: sandbox.PodSpec{Namespace: ns, Name: cbIntruder, SchedulerName: "other-scheduler"}, external: true,
 		expectNode: "cb-1", why: "bound through the API by the demo, as another scheduler would, while cb-web waited for its volume"},
 
 	// ElasticQuota: team-a borrows team-b's idle share up to its max, and

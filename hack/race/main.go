@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 type mode struct {
@@ -82,7 +82,7 @@ func run(ctx context.Context, bin, assets string, rounds, nodes, perNode int) er
 	if assets != "" {
 		os.Setenv("KUBEBUILDER_ASSETS", assets)
 	}
-	env, err := framework.StartEnv()
+	env, err := sandbox.StartControlPlane()
 	if err != nil {
 		return err
 	}
@@ -106,9 +106,9 @@ func run(ctx context.Context, bin, assets string, rounds, nodes, perNode int) er
 	return w.Flush()
 }
 
-func runMode(ctx context.Context, env *framework.Env, bin string, m mode, rounds, nodes, perNode int) (result, error) {
+func runMode(ctx context.Context, env *sandbox.ControlPlane, bin string, m mode, rounds, nodes, perNode int) (result, error) {
 	res := result{mode: m.name, rounds: rounds}
-	var procs []*framework.SchedulerProcess
+	var procs []*sandbox.Process
 	defer func() {
 		for _, p := range procs {
 			p.Stop()
@@ -121,7 +121,7 @@ func runMode(ctx context.Context, env *framework.Env, bin string, m mode, rounds
 		if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
 			return res, err
 		}
-		p, err := framework.StartSchedulerProcess(bin, cfg, filepath.Join(env.Dir, fmt.Sprintf("%s-%s.log", n, m.name)))
+		p, err := sandbox.StartSchedulerProcess(bin, cfg, filepath.Join(env.Dir, fmt.Sprintf("%s-%s.log", n, m.name)))
 		if err != nil {
 			return res, err
 		}
@@ -129,14 +129,14 @@ func runMode(ctx context.Context, env *framework.Env, bin string, m mode, rounds
 	}
 	c := env.Client
 	for round := range rounds {
-		ns, err := c.CoreV1().Namespaces().Create(ctx, framework.Namespace(fmt.Sprintf("race-%s-%d", lower(m.name), round)), metav1.CreateOptions{})
+		ns, err := c.CoreV1().Namespaces().Create(ctx, sandbox.Namespace(fmt.Sprintf("race-%s-%d", lower(m.name), round)), metav1.CreateOptions{})
 		if err != nil {
 			return res, err
 		}
 		var nodeNames []string
 		for i := range nodes {
 			name := fmt.Sprintf("race-%s-r%d-n%d", lower(m.name), round, i)
-			if _, err := framework.CreateNode(ctx, c, framework.NodeSpec{Name: name, CPU: fmt.Sprint(perNode), Memory: "64Gi"}); err != nil {
+			if _, err := sandbox.CreateNode(ctx, c, sandbox.NodeSpec{Name: name, CPU: fmt.Sprint(perNode), Memory: "64Gi"}); err != nil {
 				return res, err
 			}
 			nodeNames = append(nodeNames, name)
@@ -146,7 +146,7 @@ func runMode(ctx context.Context, env *framework.Env, bin string, m mode, rounds
 		errs := make(chan error, total)
 		for i := range total {
 			wg.Go(func() {
-				_, err := framework.CreatePod(ctx, c, framework.PodSpec{Namespace: ns.Name, Name: fmt.Sprintf("p-%03d", i), SchedulerName: names[i%2], CPU: "1", Memory: "64Mi"})
+				_, err := sandbox.CreatePod(ctx, c, sandbox.PodSpec{Namespace: ns.Name, Name: fmt.Sprintf("p-%03d", i), SchedulerName: names[i%2], CPU: "1", Memory: "64Mi"})
 				if err != nil {
 					errs <- err
 				}

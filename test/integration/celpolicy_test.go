@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
@@ -20,52 +21,52 @@ var _ = Describe("CELPolicy", Serial, func() {
 	It("keeps pods that request no GPU off GPU nodes and lets GPU pods on", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cel-gpu")
 		createNodes(ctx,
-			framework.NodeSpec{Name: "cel-gpu-1", CPU: "32", Memory: "64Gi", Labels: map[string]string{"nvidia.com/gpu.present": "true"}, Extended: map[string]string{"nvidia.com/gpu": "1"}},
-			framework.NodeSpec{Name: "cel-cpu-1", CPU: "4", Memory: "8Gi"},
+			sandbox.NodeSpec{Name: "cel-gpu-1", CPU: "32", Memory: "64Gi", Labels: map[string]string{"nvidia.com/gpu.present": "true"}, Extended: map[string]string{"nvidia.com/gpu": "1"}},
+			sandbox.NodeSpec{Name: "cel-cpu-1", CPU: "4", Memory: "8Gi"},
 		)
 		// The GPU node is far roomier: without the rule it would win.
-		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "web", SchedulerName: celProfile, CPU: "1", Memory: "1Gi"})
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "web", SchedulerName: celProfile, CPU: "1", Memory: "1Gi"})
 		Expect(err).NotTo(HaveOccurred())
-		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "trainer", SchedulerName: celProfile, CPU: "1", Extended: map[string]string{"nvidia.com/gpu": "1"}})
+		_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "trainer", SchedulerName: celProfile, CPU: "1", Extended: map[string]string{"nvidia.com/gpu": "1"}})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "web")).Should(Equal("cel-cpu-1"))
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "trainer")).Should(Equal("cel-gpu-1"))
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "web")).Should(Equal("cel-cpu-1"))
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "trainer")).Should(Equal("cel-gpu-1"))
 
 		// Nothing but the GPU node has room: the rule's message explains the Pending pod.
-		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "big", SchedulerName: celProfile, CPU: "8"})
+		_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "big", SchedulerName: celProfile, CPU: "8"})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(framework.EventsFor(ctx, env.Client, ns, "big", "FailedScheduling")).
+		Eventually(sandbox.EventsFor(ctx, env.Client, ns, "big", "FailedScheduling")).
 			Should(ContainElement(HaveField("Message", ContainSubstring("1 GPU nodes are reserved for pods that request GPUs"))))
-		Consistently(framework.NodeNameOf(ctx, env.Client, ns, "big"), "2s").Should(BeEmpty())
+		Consistently(sandbox.NodeNameOf(ctx, env.Client, ns, "big"), "2s").Should(BeEmpty())
 	})
 
 	It("steers batch pods to spot nodes when both fit", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cel-spot")
 		// The on-demand node is roomier, so spreading alone would pick it.
 		createNodes(ctx,
-			framework.NodeSpec{Name: "cel-ondemand", CPU: "16", Memory: "32Gi", Labels: map[string]string{"lifecycle": "on-demand"}},
-			framework.NodeSpec{Name: "cel-spot", CPU: "4", Memory: "8Gi", Labels: map[string]string{"lifecycle": "spot"}},
+			sandbox.NodeSpec{Name: "cel-ondemand", CPU: "16", Memory: "32Gi", Labels: map[string]string{"lifecycle": "on-demand"}},
+			sandbox.NodeSpec{Name: "cel-spot", CPU: "4", Memory: "8Gi", Labels: map[string]string{"lifecycle": "spot"}},
 		)
-		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "batch", SchedulerName: celProfile, CPU: "1", Memory: "1Gi", Labels: map[string]string{"tier": "batch"}})
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "batch", SchedulerName: celProfile, CPU: "1", Memory: "1Gi", Labels: map[string]string{"tier": "batch"}})
 		Expect(err).NotTo(HaveOccurred())
-		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "service", SchedulerName: celProfile, CPU: "1", Memory: "1Gi"})
+		_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "service", SchedulerName: celProfile, CPU: "1", Memory: "1Gi"})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "batch")).Should(Equal("cel-spot"))
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "service")).Should(Equal("cel-ondemand"))
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "batch")).Should(Equal("cel-spot"))
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "service")).Should(Equal("cel-ondemand"))
 	})
 
 	It("places a pod that matches no rule exactly as the default profile does", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cel-nomatch")
 		createNodes(ctx,
-			framework.NodeSpec{Name: "cel-nm-a", CPU: "4", Memory: "16Gi"},
-			framework.NodeSpec{Name: "cel-nm-b", CPU: "8", Memory: "4Gi"},
-			framework.NodeSpec{Name: "cel-nm-c", CPU: "2", Memory: "2Gi"},
+			sandbox.NodeSpec{Name: "cel-nm-a", CPU: "4", Memory: "16Gi"},
+			sandbox.NodeSpec{Name: "cel-nm-b", CPU: "8", Memory: "4Gi"},
+			sandbox.NodeSpec{Name: "cel-nm-c", CPU: "2", Memory: "2Gi"},
 		)
 		place := func(name, profile string) string {
-			_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: name, SchedulerName: profile, CPU: "1500m", Memory: "1Gi"})
+			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: name, SchedulerName: profile, CPU: "1500m", Memory: "1Gi"})
 			Expect(err).NotTo(HaveOccurred())
-			Eventually(framework.NodeNameOf(ctx, env.Client, ns, name)).ShouldNot(BeEmpty())
-			node, err := framework.NodeNameOf(ctx, env.Client, ns, name)()
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, name)).ShouldNot(BeEmpty())
+			node, err := sandbox.NodeNameOf(ctx, env.Client, ns, name)()
 			Expect(err).NotTo(HaveOccurred())
 			Expect(env.Client.CoreV1().Pods(ns).Delete(ctx, name, *metav1.NewDeleteOptions(0))).To(Succeed())
 			return node
@@ -76,10 +77,10 @@ var _ = Describe("CELPolicy", Serial, func() {
 
 	It("schedules a pending pod as soon as the node it needs is relabelled", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cel-hint")
-		createNodes(ctx, framework.NodeSpec{Name: "cel-hint-1", CPU: "4", Memory: "8Gi", Labels: map[string]string{"nvidia.com/gpu.present": "true"}})
-		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "waiting", SchedulerName: celProfile, CPU: "1"})
+		createNodes(ctx, sandbox.NodeSpec{Name: "cel-hint-1", CPU: "4", Memory: "8Gi", Labels: map[string]string{"nvidia.com/gpu.present": "true"}})
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "waiting", SchedulerName: celProfile, CPU: "1"})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(framework.EventsFor(ctx, env.Client, ns, "waiting", "FailedScheduling")).Should(Not(BeEmpty()))
+		Eventually(sandbox.EventsFor(ctx, env.Client, ns, "waiting", "FailedScheduling")).Should(Not(BeEmpty()))
 
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"nvidia.com/gpu.present": nil}}})
 		Expect(err).NotTo(HaveOccurred())
@@ -87,11 +88,11 @@ var _ = Describe("CELPolicy", Serial, func() {
 		Expect(err).NotTo(HaveOccurred())
 		// Well inside the backoff ceiling (10s) and far from the periodic flush
 		// of unschedulable pods (5 min): only the queueing hint can do this.
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "waiting"), "10s").Should(Equal("cel-hint-1"))
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "waiting"), "10s").Should(Equal("cel-hint-1"))
 	})
 
 	It("refuses to start with a rule that does not compile, naming profile, rule, field and position", func(ctx SpecContext) {
-		cfg, err := framework.PrepareConfig(env.Dir, "bad-rule.yaml", env.Kubeconfig, false, filepath.Join("testdata", "bad-celpolicy-rule.yaml"))
+		cfg, err := sandbox.PrepareConfig(env.Dir, "bad-rule.yaml", env.Kubeconfig, false, filepath.Join("testdata", "bad-celpolicy-rule.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		err = framework.SetupScheduler(ctx, cfg)
 		Expect(err).To(HaveOccurred())
@@ -105,11 +106,11 @@ var _ = Describe("CELPolicy", Serial, func() {
 	})
 	It("schedules a rejected pod as soon as the pod itself is relabelled so that no rule holds it", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cel-relabel")
-		createNodes(ctx, framework.NodeSpec{Name: "cel-relabel-1", CPU: "4", Memory: "8Gi", Labels: map[string]string{"pool": "web"}})
-		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "batch", SchedulerName: "celpolicy-batch-pool", CPU: "1",
+		createNodes(ctx, sandbox.NodeSpec{Name: "cel-relabel-1", CPU: "4", Memory: "8Gi", Labels: map[string]string{"pool": "web"}})
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "batch", SchedulerName: "celpolicy-batch-pool", CPU: "1",
 			Labels: map[string]string{"tier": "batch"}})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(framework.EventsFor(ctx, env.Client, ns, "batch", "FailedScheduling")).Should(ContainElement(
+		Eventually(sandbox.EventsFor(ctx, env.Client, ns, "batch", "FailedScheduling")).Should(ContainElement(
 			HaveField("Message", ContainSubstring("batch pods run on the batch pool"))))
 
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"tier": "web"}}})
@@ -117,6 +118,6 @@ var _ = Describe("CELPolicy", Serial, func() {
 		_, err = env.Client.CoreV1().Pods(ns).Patch(ctx, "batch", types.MergePatchType, patch, metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		// Only the pod's own update can requeue it here (no node changes).
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "batch"), "10s").Should(Equal("cel-relabel-1"))
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "batch"), "10s").Should(Equal("cel-relabel-1"))
 	})
 })

@@ -14,6 +14,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
+	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
@@ -67,7 +68,7 @@ func mpiJob(ctx SpecContext, c versioned.Interface, ns, name string, workers, cr
 		if index >= 0 {
 			labels["training.kubeflow.org/replica-index"] = fmt.Sprint(index)
 		}
-		p := framework.MakePod(framework.PodSpec{Namespace: ns, Name: podName, SchedulerName: csProfile, CPU: cpu, Labels: labels})
+		p := sandbox.MakePod(sandbox.PodSpec{Namespace: ns, Name: podName, SchedulerName: csProfile, CPU: cpu, Labels: labels})
 		p.OwnerReferences = []metav1.OwnerReference{ref}
 		_, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -105,7 +106,7 @@ func trainJob(ctx SpecContext, c versioned.Interface, ns, name string, nodes int
 	g := gang{ns: ns, name: name}
 	for i := range nodes {
 		podName := fmt.Sprintf("%s-node-0-%d-%05d", name, i, 10000+i)
-		p := framework.MakePod(framework.PodSpec{Namespace: ns, Name: podName, SchedulerName: csProfile, CPU: cpu, Labels: map[string]string{
+		p := sandbox.MakePod(sandbox.PodSpec{Namespace: ns, Name: podName, SchedulerName: csProfile, CPU: cpu, Labels: map[string]string{
 			schedv1alpha1.PodGroupLabel:                   name,
 			"jobset.sigs.k8s.io/jobset-name":              name,
 			"jobset.sigs.k8s.io/replicatedjob-name":       "node",
@@ -125,7 +126,7 @@ func (g gang) bound(ctx SpecContext) func() (int, error) {
 	return func() (int, error) {
 		n := 0
 		for _, p := range g.pods {
-			node, err := framework.NodeNameOf(ctx, env.Client, g.ns, p)()
+			node, err := sandbox.NodeNameOf(ctx, env.Client, g.ns, p)()
 			if err != nil {
 				return 0, err
 			}
@@ -157,10 +158,10 @@ func unschedulableAttempts(profile string) float64 {
 // podGroupEvents returns a poller for the messages of the events with
 // reason regarding the PodGroup (the plugin's reasons are its only).
 func podGroupEvents(ctx SpecContext, ns, name, reason string) func() ([]string, error) {
-	events := framework.EventsFor(ctx, env.Client, ns, name, reason)
+	events := sandbox.EventsFor(ctx, env.Client, ns, name, reason)
 	return func() ([]string, error) {
 		evs, err := events()
-		return framework.EventMessages(evs), err
+		return sandbox.EventMessages(evs), err
 	}
 }
 
@@ -188,7 +189,7 @@ var _ = Describe("Coscheduling", Serial, func() {
 	It("binds nothing of an MPIJob's gang below quorum, says why on the PodGroup, and binds all of it within seconds at quorum", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cs-mpi")
 		cleanupGroups(ns)
-		createNodes(ctx, framework.NodeSpec{Name: "cs-mpi-1", CPU: "4", Memory: "8Gi"}, framework.NodeSpec{Name: "cs-mpi-2", CPU: "4", Memory: "8Gi"})
+		createNodes(ctx, sandbox.NodeSpec{Name: "cs-mpi-1", CPU: "4", Memory: "8Gi"}, sandbox.NodeSpec{Name: "cs-mpi-2", CPU: "4", Memory: "8Gi"})
 		// The operator creates the PodGroup and the launcher, and a worker
 		// is late (its pod is created last): quorum is 4, 3 exist.
 		g := mpiJob(ctx, pgClient, ns, "pi", 3, 2, "1")
@@ -211,16 +212,16 @@ var _ = Describe("Coscheduling", Serial, func() {
 	It("binds none of a TrainJob's gang bigger than the cluster, says why, and binds it whole when a node is added", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cs-train")
 		cleanupGroups(ns)
-		createNodes(ctx, framework.NodeSpec{Name: "cs-train-1", CPU: "3", Memory: "8Gi"}, framework.NodeSpec{Name: "cs-train-2", CPU: "3", Memory: "8Gi"})
+		createNodes(ctx, sandbox.NodeSpec{Name: "cs-train-1", CPU: "3", Memory: "8Gi"}, sandbox.NodeSpec{Name: "cs-train-2", CPU: "3", Memory: "8Gi"})
 		g := trainJob(ctx, pgClient, ns, "llama", 8, "1", 60)
-		Eventually(framework.EventsFor(ctx, env.Client, ns, g.pods[0], "FailedScheduling")).Should(ContainElement(
+		Eventually(sandbox.EventsFor(ctx, env.Client, ns, g.pods[0], "FailedScheduling")).Should(ContainElement(
 			HaveField("Message", ContainSubstring("pod group %s/llama: minResources do not fit the cluster's free capacity: needs cpu 8 (free 6)", ns))))
 		Consistently(g.bound(ctx), "3s").Should(BeZero(), "nothing of a gang that cannot fit is bound")
 		Expect(g.phase(ctx, pgClient)()).To(Equal(schedv1alpha1.PodGroupScheduling), "quorum exists; the gang waits for room")
 		Eventually(podGroupEvents(ctx, ns, "llama", "GangUnschedulable")).Should(ContainElement(ContainSubstring("needs cpu 8 (free 6)")))
 
 		By("a node joins: the gang lands as a whole")
-		createNodes(ctx, framework.NodeSpec{Name: "cs-train-3", CPU: "3", Memory: "8Gi"})
+		createNodes(ctx, sandbox.NodeSpec{Name: "cs-train-3", CPU: "3", Memory: "8Gi"})
 		Eventually(g.bound(ctx), 30*time.Second).Should(Equal(8))
 	})
 
@@ -229,8 +230,8 @@ var _ = Describe("Coscheduling", Serial, func() {
 		cleanupGroups(ns)
 		// 4 CPUs free in total, but 1.5 per node: three 1-CPU members fit,
 		// the fourth fits nowhere. minResources pass; Permit must let go.
-		createNodes(ctx, framework.NodeSpec{Name: "cs-frag-1", CPU: "1500m", Memory: "8Gi"}, framework.NodeSpec{Name: "cs-frag-2", CPU: "1500m", Memory: "8Gi"},
-			framework.NodeSpec{Name: "cs-frag-3", CPU: "1", Memory: "8Gi"})
+		createNodes(ctx, sandbox.NodeSpec{Name: "cs-frag-1", CPU: "1500m", Memory: "8Gi"}, sandbox.NodeSpec{Name: "cs-frag-2", CPU: "1500m", Memory: "8Gi"},
+			sandbox.NodeSpec{Name: "cs-frag-3", CPU: "1", Memory: "8Gi"})
 		g := trainJob(ctx, pgClient, ns, "frag", 4, "1", 600)
 		Eventually(podGroupEvents(ctx, ns, "frag", "GangReleased")).Should(ContainElement(And(ContainSubstring("no preemption could make room for its last member"), ContainSubstring("members held at Permit were released"))))
 		Consistently(g.bound(ctx), "3s").Should(BeZero())
@@ -242,7 +243,7 @@ var _ = Describe("Coscheduling", Serial, func() {
 		Consistently(g.bound(ctx), "5s").Should(BeZero())
 		Expect(unschedulableAttempts(csProfile)-before).To(BeNumerically("<=", 4), "scheduling attempts of a waiting gang in 5s")
 		By("a fourth node: the whole gang binds")
-		createNodes(ctx, framework.NodeSpec{Name: "cs-frag-4", CPU: "1", Memory: "8Gi"})
+		createNodes(ctx, sandbox.NodeSpec{Name: "cs-frag-4", CPU: "1", Memory: "8Gi"})
 		Eventually(g.bound(ctx), 30*time.Second).Should(Equal(4))
 	})
 
@@ -251,7 +252,7 @@ var _ = Describe("Coscheduling", Serial, func() {
 		cleanupGroups(ns)
 		// Room for 6 one-CPU pods; each gang needs 4. Members are created
 		// interleaved, so both gangs start at once.
-		createNodes(ctx, framework.NodeSpec{Name: "cs-two-1", CPU: "3", Memory: "8Gi"}, framework.NodeSpec{Name: "cs-two-2", CPU: "3", Memory: "8Gi"})
+		createNodes(ctx, sandbox.NodeSpec{Name: "cs-two-1", CPU: "3", Memory: "8Gi"}, sandbox.NodeSpec{Name: "cs-two-2", CPU: "3", Memory: "8Gi"})
 		a := gang{ns: ns, name: "a"}
 		b := gang{ns: ns, name: "b"}
 		for _, g := range []*gang{&a, &b} {
@@ -264,7 +265,7 @@ var _ = Describe("Coscheduling", Serial, func() {
 		for i := range 4 {
 			for _, g := range []*gang{&a, &b} {
 				name := fmt.Sprintf("%s-%d", g.name, i)
-				_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: name, SchedulerName: csProfile, CPU: "1",
+				_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: name, SchedulerName: csProfile, CPU: "1",
 					Labels: map[string]string{schedv1alpha1.PodGroupLabel: g.name}})
 				Expect(err).NotTo(HaveOccurred())
 				g.pods = append(g.pods, name)
@@ -292,7 +293,7 @@ var _ = Describe("Coscheduling", Serial, func() {
 	It("stress: 6 gangs on a cluster that fits 2 at a time are each fully bound or fully pending, and all complete as earlier ones are deleted", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cs-stress")
 		cleanupGroups(ns)
-		createNodes(ctx, framework.NodeSpec{Name: "cs-stress-1", CPU: "4", Memory: "8Gi"}, framework.NodeSpec{Name: "cs-stress-2", CPU: "4", Memory: "8Gi"})
+		createNodes(ctx, sandbox.NodeSpec{Name: "cs-stress-1", CPU: "4", Memory: "8Gi"}, sandbox.NodeSpec{Name: "cs-stress-2", CPU: "4", Memory: "8Gi"})
 		const gangs, size = 6, 3
 		all := make([]gang, gangs)
 		for i := range gangs {
@@ -306,7 +307,7 @@ var _ = Describe("Coscheduling", Serial, func() {
 		for j := range size { // interleaved
 			for i := range gangs {
 				name := fmt.Sprintf("%s-%d", all[i].name, j)
-				_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: name, SchedulerName: csProfile, CPU: "1",
+				_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: name, SchedulerName: csProfile, CPU: "1",
 					Labels: map[string]string{schedv1alpha1.PodGroupLabel: all[i].name}})
 				Expect(err).NotTo(HaveOccurred())
 				all[i].pods = append(all[i].pods, name)
@@ -371,7 +372,7 @@ var _ = Describe("Coscheduling", Serial, func() {
 					l[k] = v
 				}
 				podName := fmt.Sprintf("%s-%d", name, i)
-				_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: podName, SchedulerName: profile, CPU: "1", Labels: l})
+				_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: podName, SchedulerName: profile, CPU: "1", Labels: l})
 				Expect(err).NotTo(HaveOccurred())
 				g.pods = append(g.pods, podName)
 			}
@@ -388,11 +389,11 @@ var _ = Describe("Coscheduling", Serial, func() {
 			eq.Spec.Max = v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")}
 			_, err = eqClient.SchedulingV1alpha1().ElasticQuotas(ns).Update(ctx, eq, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			createNodes(ctx, framework.NodeSpec{Name: "cs-quota-1", CPU: "8", Memory: "8Gi"})
+			createNodes(ctx, sandbox.NodeSpec{Name: "cs-quota-1", CPU: "8", Memory: "8Gi"})
 			// Pod by pod, two of the three fit the quota: they would be held
 			// at Permit for a third the quota refuses.
 			g := createGang(ctx, ns, "q", 3, nil)
-			Eventually(framework.EventsFor(ctx, env.Client, ns, g.pods[0], "FailedScheduling")).Should(ContainElement(
+			Eventually(sandbox.EventsFor(ctx, env.Client, ns, g.pods[0], "FailedScheduling")).Should(ContainElement(
 				HaveField("Message", ContainSubstring("pod group %s/q needs 3 more members placed, and together they do not fit: cpu request 3 exceeds the max 2 of ElasticQuota %s/quota", ns, ns))))
 			Consistently(g.bound(ctx), "2s").Should(BeZero())
 
@@ -409,7 +410,7 @@ var _ = Describe("Coscheduling", Serial, func() {
 		It("retries at once a member that ConfirmBinder refuses after the gang's release, and keeps the members already bound", func(ctx SpecContext) {
 			ns := newNamespace(ctx, "cs-confirm")
 			cleanupGroups(ns)
-			createNodes(ctx, framework.NodeSpec{Name: "cs-confirm-1", CPU: "2", Memory: "8Gi"}, framework.NodeSpec{Name: "cs-confirm-2", CPU: "2", Memory: "8Gi"})
+			createNodes(ctx, sandbox.NodeSpec{Name: "cs-confirm-1", CPU: "2", Memory: "8Gi"}, sandbox.NodeSpec{Name: "cs-confirm-2", CPU: "2", Memory: "8Gi"})
 			g := createGang(ctx, ns, "c", 2, map[string]string{framework.HoldLabel: "true"})
 			// Both members are placed (the gang is released) and held before binding.
 			Eventually(hold.Waiting).Should(Equal(2))
@@ -417,16 +418,16 @@ var _ = Describe("Coscheduling", Serial, func() {
 			Expect(taken).NotTo(BeEmpty())
 			// Another writer binds a pod that fills the node the first member
 			// was given: ConfirmBinder refuses that member's binding.
-			intruder := framework.MakePod(framework.PodSpec{Namespace: ns, Name: "intruder", CPU: "2"})
+			intruder := sandbox.MakePod(sandbox.PodSpec{Namespace: ns, Name: "intruder", CPU: "2"})
 			intruder.Spec.NodeName = taken
 			_, err := env.Client.CoreV1().Pods(ns).Create(ctx, intruder, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			hold.ReleaseAll()
 			Eventually(g.bound(ctx), 30*time.Second).Should(Equal(2), "the refused member is retried, still counted in its gang, and lands on the other node")
 			for _, p := range g.pods {
-				Expect(framework.NodeNameOf(ctx, env.Client, ns, p)()).NotTo(Equal(taken))
+				Expect(sandbox.NodeNameOf(ctx, env.Client, ns, p)()).NotTo(Equal(taken))
 			}
-			Eventually(framework.EventsFor(ctx, env.Client, ns, g.pods[0], "BindConflict")).ShouldNot(BeEmpty(), "ConfirmBinder refused the first binding")
+			Eventually(sandbox.EventsFor(ctx, env.Client, ns, g.pods[0], "BindConflict")).ShouldNot(BeEmpty(), "ConfirmBinder refused the first binding")
 			Eventually(podGroupEvents(ctx, ns, "c", "GangMemberBindFailed")).Should(ContainElement(ContainSubstring("its binding failed; it is retried at once")))
 		})
 	})

@@ -13,7 +13,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 const eqProfile = "berth-elasticquota"
@@ -40,7 +40,7 @@ func createPods(ctx SpecContext, ns, prefix string, n int) []string {
 	names := make([]string, n)
 	for i := range n {
 		names[i] = fmt.Sprintf("%s-%d", prefix, i)
-		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: names[i], SchedulerName: eqProfile, CPU: "1"})
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: names[i], SchedulerName: eqProfile, CPU: "1"})
 		Expect(err).NotTo(HaveOccurred())
 	}
 	return names
@@ -68,7 +68,7 @@ func boundCPU(ctx SpecContext, ns string) func() (int64, error) {
 func playKubelet(namespaces ...string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	DeferCleanup(cancel)
-	go framework.PlayKubelet(ctx, env.Client, namespaces...)
+	go sandbox.PlayKubelet(ctx, env.Client, namespaces...)
 }
 
 func statusUsedCPU(ctx SpecContext, c versioned.Interface, ns string) func() (string, error) {
@@ -97,25 +97,25 @@ var _ = Describe("ElasticQuota", Serial, func() {
 		a, b := newNamespace(ctx, "eq-a"), newNamespace(ctx, "eq-b")
 		createQuota(ctx, eqClient, a, "4")
 		createQuota(ctx, eqClient, b, "4")
-		createNodes(ctx, framework.NodeSpec{Name: "eq-1", CPU: "4", Memory: "16Gi"}, framework.NodeSpec{Name: "eq-2", CPU: "4", Memory: "16Gi"})
+		createNodes(ctx, sandbox.NodeSpec{Name: "eq-1", CPU: "4", Memory: "16Gi"}, sandbox.NodeSpec{Name: "eq-2", CPU: "4", Memory: "16Gi"})
 		playKubelet(a, b)
 
 		By("a fills the cluster's 8 CPUs: 4 of its min, 4 borrowed from b's unused min")
 		for _, p := range createPods(ctx, a, "a", 8) {
-			Eventually(framework.NodeNameOf(ctx, env.Client, a, p)).ShouldNot(BeEmpty())
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, a, p)).ShouldNot(BeEmpty())
 		}
 		Eventually(statusUsedCPU(ctx, eqClient, a)).Should(Equal("8"), "status.used written by the scheduler")
 
 		By("a's ninth CPU is above its max: refused, with the numbers")
 		createPods(ctx, a, "a-over", 1)
-		Eventually(framework.EventsFor(ctx, env.Client, a, "a-over-0", "FailedScheduling")).Should(ContainElement(
+		Eventually(sandbox.EventsFor(ctx, env.Client, a, "a-over-0", "FailedScheduling")).Should(ContainElement(
 			HaveField("Message", ContainSubstring("ElasticQuota %s/quota: cpu used 8 + request 1 exceeds max 8", a))))
 		Expect(env.Client.CoreV1().Pods(a).Delete(ctx, "a-over-0", *metav1.NewDeleteOptions(0))).To(Succeed())
 
 		By("b asks for its min although all used + request exceeds all min (#683): a's borrowed pods are preempted")
 		bPods := createPods(ctx, b, "b", 4)
 		for _, p := range bPods {
-			Eventually(framework.NodeNameOf(ctx, env.Client, b, p), time.Minute).ShouldNot(BeEmpty())
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, b, p), time.Minute).ShouldNot(BeEmpty())
 		}
 		Expect(boundCPU(ctx, b)()).To(Equal(int64(4000)))
 		Eventually(boundCPU(ctx, a)).Should(Equal(int64(4000)), "a keeps its min")
@@ -128,17 +128,17 @@ var _ = Describe("ElasticQuota", Serial, func() {
 		a, b := newNamespace(ctx, "eq-borrow-a"), newNamespace(ctx, "eq-borrow-b")
 		createQuota(ctx, eqClient, a, "2")
 		createQuota(ctx, eqClient, b, "2")
-		createNodes(ctx, framework.NodeSpec{Name: "eq-b-1", CPU: "16", Memory: "16Gi"})
+		createNodes(ctx, sandbox.NodeSpec{Name: "eq-b-1", CPU: "16", Memory: "16Gi"})
 		for _, p := range createPods(ctx, b, "b", 2) {
-			Eventually(framework.NodeNameOf(ctx, env.Client, b, p)).ShouldNot(BeEmpty())
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, b, p)).ShouldNot(BeEmpty())
 		}
 		for _, p := range createPods(ctx, a, "a", 2) {
-			Eventually(framework.NodeNameOf(ctx, env.Client, a, p)).ShouldNot(BeEmpty())
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, a, p)).ShouldNot(BeEmpty())
 		}
 		createPods(ctx, a, "a-borrow", 1)
-		Eventually(framework.EventsFor(ctx, env.Client, a, "a-borrow-0", "FailedScheduling")).Should(ContainElement(
+		Eventually(sandbox.EventsFor(ctx, env.Client, a, "a-borrow-0", "FailedScheduling")).Should(ContainElement(
 			HaveField("Message", ContainSubstring("not enough unused min to borrow"))))
-		Consistently(framework.NodeNameOf(ctx, env.Client, a, "a-borrow-0"), "2s").Should(BeEmpty(), "the node has room: only the quota holds it")
+		Consistently(sandbox.NodeNameOf(ctx, env.Client, a, "a-borrow-0"), "2s").Should(BeEmpty(), "the node has room: only the quota holds it")
 
 		By("b's min grows: there is something to borrow, and the quota event requeues the pod")
 		eq, err := eqClient.SchedulingV1alpha1().ElasticQuotas(b).Get(ctx, "quota", metav1.GetOptions{})
@@ -146,7 +146,7 @@ var _ = Describe("ElasticQuota", Serial, func() {
 		eq.Spec.Min[v1.ResourceCPU] = resource.MustParse("4")
 		_, err = eqClient.SchedulingV1alpha1().ElasticQuotas(b).Update(ctx, eq, metav1.UpdateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(framework.NodeNameOf(ctx, env.Client, a, "a-borrow-0"), 15*time.Second).Should(Equal("eq-b-1"))
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, a, "a-borrow-0"), 15*time.Second).Should(Equal("eq-b-1"))
 	})
 
 	It("leaves pods of a namespace without a quota alone, while it holds back a quota'd namespace on the same node", func(ctx SpecContext) {
@@ -154,15 +154,15 @@ var _ = Describe("ElasticQuota", Serial, func() {
 		// spec that passes with the plugin switched off proves nothing.
 		ns, quotaed := newNamespace(ctx, "eq-none"), newNamespace(ctx, "eq-none-q")
 		createQuota(ctx, eqClient, quotaed, "1")
-		createNodes(ctx, framework.NodeSpec{Name: "eq-n-1", CPU: "8", Memory: "16Gi"})
+		createNodes(ctx, sandbox.NodeSpec{Name: "eq-n-1", CPU: "8", Memory: "16Gi"})
 		createPods(ctx, quotaed, "q", 2)
-		Eventually(framework.NodeNameOf(ctx, env.Client, quotaed, "q-0")).Should(Equal("eq-n-1"))
-		Eventually(framework.EventsFor(ctx, env.Client, quotaed, "q-1", "FailedScheduling")).Should(ContainElement(
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, quotaed, "q-0")).Should(Equal("eq-n-1"))
+		Eventually(sandbox.EventsFor(ctx, env.Client, quotaed, "q-1", "FailedScheduling")).Should(ContainElement(
 			HaveField("Message", ContainSubstring("not enough unused min to borrow"))))
 		createPods(ctx, ns, "free", 3)
 		for _, p := range []string{"free-0", "free-1", "free-2"} {
-			Eventually(framework.NodeNameOf(ctx, env.Client, ns, p)).Should(Equal("eq-n-1"))
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, p)).Should(Equal("eq-n-1"))
 		}
-		Expect(framework.NodeNameOf(ctx, env.Client, quotaed, "q-1")()).To(BeEmpty(), "the quota'd pod is still held although the node has room")
+		Expect(sandbox.NodeNameOf(ctx, env.Client, quotaed, "q-1")()).To(BeEmpty(), "the quota'd pod is still held although the node has room")
 	})
 })

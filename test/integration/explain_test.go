@@ -12,8 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/pkg/plugins/explain"
-	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
 // kubectlBerth runs bin/kubectl-berth (make test-integration builds it)
@@ -21,7 +21,7 @@ import (
 func kubectlBerth(ctx SpecContext, args ...string) string {
 	bin := os.Getenv("BERTH_KUBECTL_BIN")
 	if bin == "" {
-		root, err := framework.RepoRoot()
+		root, err := sandbox.RepoRoot()
 		Expect(err).NotTo(HaveOccurred())
 		bin = filepath.Join(root, "bin", "kubectl-berth")
 	}
@@ -55,15 +55,15 @@ var _ = Describe("Explain", Serial, func() {
 		createNodes(ctx,
 			// ex-hot is the roomiest by requests but burns its CPU; ex-spot is
 			// small, cool and spot: LoadAware and CELPolicy make it win.
-			framework.NodeSpec{Name: "ex-hot", CPU: "16", Memory: "32Gi", Labels: nodes, Annotations: usageAnnotation("10", "4Gi")},
-			framework.NodeSpec{Name: "ex-spot", CPU: "4", Memory: "8Gi", Labels: map[string]string{"berth.dev/explain": "true", "lifecycle": "spot"},
+			sandbox.NodeSpec{Name: "ex-hot", CPU: "16", Memory: "32Gi", Labels: nodes, Annotations: usageAnnotation("10", "4Gi")},
+			sandbox.NodeSpec{Name: "ex-spot", CPU: "4", Memory: "8Gi", Labels: map[string]string{"berth.dev/explain": "true", "lifecycle": "spot"},
 				Annotations: usageAnnotation("200m", "1Gi")},
-			framework.NodeSpec{Name: "ex-tiny", CPU: "1", Memory: "2Gi", Labels: nodes, Annotations: usageAnnotation("100m", "1Gi")},
+			sandbox.NodeSpec{Name: "ex-tiny", CPU: "1", Memory: "2Gi", Labels: nodes, Annotations: usageAnnotation("100m", "1Gi")},
 		)
-		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "batch", SchedulerName: "berth-explain", CPU: "2", Memory: "1Gi",
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "batch", SchedulerName: "berth-explain", CPU: "2", Memory: "1Gi",
 			Labels: map[string]string{"tier": "batch"}, Annotations: asks, NodeSelector: nodes})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "batch")).Should(Equal("ex-spot"))
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "batch")).Should(Equal("ex-spot"))
 		var res *explain.Result
 		Eventually(func(g Gomega) { res = explanation(ctx, ns, "batch")(g) }).Should(Succeed())
 		Expect(res.Outcome).To(Equal(explain.OutcomePlaced))
@@ -86,7 +86,7 @@ var _ = Describe("Explain", Serial, func() {
 		Expect(spot.Plugins["CELPolicy"]).To(BeNumerically(">", hot.Plugins["CELPolicy"]), "rule batch-prefers-spot")
 		Expect(spot.Plugins["NodeResourcesFit"]).To(BeNumerically("<", hot.Plugins["NodeResourcesFit"]), "by requests alone ex-hot would win")
 		Expect(res.Rejections).To(ContainElement(HaveField("Plugin", "NodeResourcesFit")))
-		Eventually(framework.EventsFor(ctx, env.Client, ns, "batch", explain.ReasonExplained)).Should(ContainElement(
+		Eventually(sandbox.EventsFor(ctx, env.Client, ns, "batch", explain.ReasonExplained)).Should(ContainElement(
 			HaveField("Message", And(HavePrefix("placed on ex-spot, rank 1 of 2 scored"), ContainSubstring("over ex-hot"), ContainSubstring("LoadAware")))))
 
 		By("kubectl berth explain prints the nodes by plugin")
@@ -100,9 +100,9 @@ var _ = Describe("Explain", Serial, func() {
 		Expect(kubectlBerth(ctx, "explain", "batch", "-n", ns, "-o", "json")).To(ContainSubstring(`"version": "` + explain.ResultVersion + `"`))
 
 		By("a pod that does not ask gets no explanation")
-		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "quiet", SchedulerName: "berth-explain", CPU: "100m", NodeSelector: nodes})
+		_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "quiet", SchedulerName: "berth-explain", CPU: "100m", NodeSelector: nodes})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, "quiet")).ShouldNot(BeEmpty())
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "quiet")).ShouldNot(BeEmpty())
 		p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "quiet", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(p.Annotations).NotTo(HaveKey(explain.AnnotationResult))
@@ -111,12 +111,12 @@ var _ = Describe("Explain", Serial, func() {
 	It("explains a pending pod: the blocking plugins and the nodes nearest to fitting", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "explain-pending")
 		createNodes(ctx,
-			framework.NodeSpec{Name: "ex-p-a", CPU: "4", Memory: "8Gi", Labels: nodes},
-			framework.NodeSpec{Name: "ex-p-b", CPU: "2", Memory: "8Gi", Labels: nodes},
-			framework.NodeSpec{Name: "ex-p-t", CPU: "32", Memory: "64Gi", Labels: nodes,
+			sandbox.NodeSpec{Name: "ex-p-a", CPU: "4", Memory: "8Gi", Labels: nodes},
+			sandbox.NodeSpec{Name: "ex-p-b", CPU: "2", Memory: "8Gi", Labels: nodes},
+			sandbox.NodeSpec{Name: "ex-p-t", CPU: "32", Memory: "64Gi", Labels: nodes,
 				Taints: []v1.Taint{{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoSchedule}}},
 		)
-		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "big", SchedulerName: "berth-explain", CPU: "5", Memory: "1Gi",
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "big", SchedulerName: "berth-explain", CPU: "5", Memory: "1Gi",
 			Annotations: asks, NodeSelector: nodes})
 		Expect(err).NotTo(HaveOccurred())
 		var res *explain.Result
@@ -129,7 +129,7 @@ var _ = Describe("Explain", Serial, func() {
 		Expect(res.Nearest).To(HaveLen(2))
 		Expect(res.Nearest[0]).To(Equal(explain.Nearest{Node: "ex-p-a", Plugin: "NodeResourcesFit", Short: map[string]string{"cpu": "1"}}))
 		Expect(res.Nearest[1].Node).To(Equal("ex-p-b"))
-		Eventually(framework.EventsFor(ctx, env.Client, ns, "big", explain.ReasonExplained)).Should(ContainElement(
+		Eventually(sandbox.EventsFor(ctx, env.Client, ns, "big", explain.ReasonExplained)).Should(ContainElement(
 			HaveField("Message", ContainSubstring("nearest ex-p-a: short 1 cpu"))))
 		out := kubectlBerth(ctx, "explain", "big", "-n", ns)
 		GinkgoWriter.Println(out)

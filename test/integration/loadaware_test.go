@@ -10,6 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
@@ -32,16 +35,16 @@ var _ = Describe("LoadAware", Serial, func() {
 		It("keeps pods off a node annotated as hot although its requests are low", func(ctx SpecContext) {
 			ns := newNamespace(ctx, "la-hot")
 			createNodes(ctx,
-				framework.NodeSpec{Name: "la-hot", CPU: "16", Memory: "32Gi"},
-				framework.NodeSpec{Name: "la-cool", CPU: "4", Memory: "8Gi"},
+				sandbox.NodeSpec{Name: "la-hot", CPU: "16", Memory: "32Gi"},
+				sandbox.NodeSpec{Name: "la-cool", CPU: "4", Memory: "8Gi"},
 			)
 			annotateNode(ctx, "la-hot", usageAnnotation("15", "4Gi")) // 94% CPU used, nothing requested
 			annotateNode(ctx, "la-cool", usageAnnotation("500m", "1Gi"))
 			for i := range 3 {
 				name := fmt.Sprintf("web-%d", i)
-				_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: name, SchedulerName: "berth-loadaware-annotations", CPU: "200m", Memory: "256Mi"})
+				_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: name, SchedulerName: "berth-loadaware-annotations", CPU: "200m", Memory: "256Mi"})
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(framework.NodeNameOf(ctx, env.Client, ns, name)).Should(Equal("la-cool"))
+				Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, name)).Should(Equal("la-cool"))
 			}
 		})
 
@@ -49,12 +52,12 @@ var _ = Describe("LoadAware", Serial, func() {
 			ns := newNamespace(ctx, "la-burst")
 			nodes := []string{"la-burst-1", "la-burst-2", "la-burst-3"}
 			for _, n := range nodes {
-				createNodes(ctx, framework.NodeSpec{Name: n, CPU: "4", Memory: "16Gi"})
+				createNodes(ctx, sandbox.NodeSpec{Name: n, CPU: "4", Memory: "16Gi"})
 				// 1000m used: 80% of 4000m leaves 2200m, eleven 200m pods.
 				annotateNode(ctx, n, usageAnnotation("1", "1Gi"))
 			}
 			for i := range 30 {
-				_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: fmt.Sprintf("burst-%02d", i), SchedulerName: "loadaware-packing", CPU: "200m", Memory: "64Mi"})
+				_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: fmt.Sprintf("burst-%02d", i), SchedulerName: "loadaware-packing", CPU: "200m", Memory: "64Mi"})
 				Expect(err).NotTo(HaveOccurred())
 			}
 			// The profile packs (MostAllocated): by requests alone 20 pods would fit on the first node.
@@ -72,53 +75,83 @@ var _ = Describe("LoadAware", Serial, func() {
 
 		It("schedules a pending pod as soon as the node's usage annotation drops below the threshold", func(ctx SpecContext) {
 			ns := newNamespace(ctx, "la-cools")
-			createNodes(ctx, framework.NodeSpec{Name: "la-cooling", CPU: "4", Memory: "8Gi"})
+			createNodes(ctx, sandbox.NodeSpec{Name: "la-cooling", CPU: "4", Memory: "8Gi"})
 			annotateNode(ctx, "la-cooling", usageAnnotation("3900m", "1Gi"))
-			_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "waiting", SchedulerName: "berth-loadaware-annotations", CPU: "500m"})
+			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "waiting", SchedulerName: "berth-loadaware-annotations", CPU: "500m"})
 			Expect(err).NotTo(HaveOccurred())
-			Eventually(framework.EventsFor(ctx, env.Client, ns, "waiting", "FailedScheduling")).
+			Eventually(sandbox.EventsFor(ctx, env.Client, ns, "waiting", "FailedScheduling")).
 				Should(ContainElement(HaveField("Message", ContainSubstring("CPU usage over the LoadAware threshold"))))
 
 			annotateNode(ctx, "la-cooling", usageAnnotation("500m", "1Gi"))
 			// Inside the 10s backoff ceiling, far from the 5 min flush: the hint did it.
-			Eventually(framework.NodeNameOf(ctx, env.Client, ns, "waiting"), "10s").Should(Equal("la-cooling"))
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "waiting"), "10s").Should(Equal("la-cooling"))
 		})
 	})
 
-	Context("with the MetricsAPI source", func() {
-		It("avoids a node metrics-server reports as hot, and keeps scheduling when the metrics API goes away", func(ctx SpecContext) {
+	Context("with the MetricsAPI source: the real metrics-server through kube-apiserver's aggregation layer", func() {
+		It("avoids a node metrics-server reports as hot, fails open while metrics-server is down, and avoids the node again once it is back", func(ctx SpecContext) {
 			ns := newNamespace(ctx, "la-metrics")
 			createNodes(ctx,
-				framework.NodeSpec{Name: "la-m-hot", CPU: "16", Memory: "32Gi"},
-				framework.NodeSpec{Name: "la-m-cool", CPU: "4", Memory: "8Gi"},
+				sandbox.NodeSpec{Name: "la-m-hot", CPU: "16", Memory: "32Gi"},
+				sandbox.NodeSpec{Name: "la-m-cool", CPU: "4", Memory: "8Gi"},
 			)
-			metricsServer.SetNodeUsage("la-m-hot", "15", "2Gi")
-			metricsServer.SetNodeUsage("la-m-cool", "200m", "1Gi")
-			// Wait for a refresh after the usage was set (every 5s in this
-			// profile) to be installed: the server counts a list when it
-			// serves it, before the plugin stores the snapshot, so wait for
-			// the next list (the plugin lists again only after storing).
-			listed := metricsServer.Lists()
-			Eventually(metricsServer.Lists, "20s").Should(BeNumerically(">", listed+1))
+			// The nodes' kubelets report their usage; metrics-server scrapes
+			// them every 10s and serves a node from its second scrape on.
+			Expect(metricsServer.Kubelets.Serve(ctx, env.Client, "la-m-hot", "15", "2Gi")).To(Succeed())
+			Expect(metricsServer.Kubelets.Serve(ctx, env.Client, "la-m-cool", "200m", "1Gi")).To(Succeed())
+			waitForMetrics(ctx, "la-m-hot", 14)
+			waitForMetrics(ctx, "la-m-cool", 0)
 
 			for i := range 3 {
 				name := fmt.Sprintf("api-%d", i)
-				_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: name, SchedulerName: "loadaware-metrics-fast", CPU: "200m", Memory: "128Mi"})
+				_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: name, SchedulerName: "loadaware-metrics-fast", CPU: "200m", Memory: "128Mi"})
 				Expect(err).NotTo(HaveOccurred())
-				Eventually(framework.NodeNameOf(ctx, env.Client, ns, name)).Should(Equal("la-m-cool"))
+				Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, name)).Should(Equal("la-m-cool"))
 			}
 
 			// A pod that only the hot node has room for waits...
-			_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "big", SchedulerName: "loadaware-metrics-fast", CPU: "8", Memory: "1Gi"})
+			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "big", SchedulerName: "loadaware-metrics-fast", CPU: "8", Memory: "1Gi"})
 			Expect(err).NotTo(HaveOccurred())
-			Eventually(framework.EventsFor(ctx, env.Client, ns, "big", "FailedScheduling")).
+			Eventually(sandbox.EventsFor(ctx, env.Client, ns, "big", "FailedScheduling")).
 				Should(ContainElement(HaveField("Message", ContainSubstring("CPU usage over the LoadAware threshold"))))
 
-			// ...until metrics-server goes away: once the last snapshot is older
-			// than metricsExpiration (20s), LoadAware fails open
-			// (onMissingMetrics: Allow) and re-activates the pods it rejected.
-			metricsServer.Close()
-			Eventually(framework.NodeNameOf(ctx, env.Client, ns, "big"), "45s").Should(Equal("la-m-hot"))
+			// ...until metrics-server goes down: the aggregator answers 503,
+			// and once the last snapshot is older than metricsExpiration
+			// (20s), LoadAware fails open (onMissingMetrics: Allow) and
+			// re-activates the pods it rejected.
+			failures, err := framework.Counter("berth_loadaware_refresh_errors_total", nil)
+			Expect(err).NotTo(HaveOccurred())
+			metricsServer.Stop()
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "big"), "45s").Should(Equal("la-m-hot"))
+			Expect(framework.Counter("berth_loadaware_refresh_errors_total", nil)).To(BeNumerically(">", failures))
+
+			// metrics-server back: the hot node is avoided again.
+			Expect(metricsServer.Start(ctx)).To(Succeed())
+			waitForMetrics(ctx, "la-m-hot", 14)
+			_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "after", SchedulerName: "loadaware-metrics-fast", CPU: "6", Memory: "1Gi"})
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(sandbox.EventsFor(ctx, env.Client, ns, "after", "FailedScheduling")).
+				Should(ContainElement(HaveField("Message", ContainSubstring("CPU usage over the LoadAware threshold"))))
 		})
 	})
 })
+
+// waitForMetrics waits until the API server serves node's NodeMetrics with
+// more than minCPU cores, then until the scheduler's fastest MetricsAPI
+// profile (loadaware-metrics-fast, every 5s) has listed them: the refresh
+// gauge is shared by the suite's MetricsAPI profiles, so wait for one
+// completed more than an interval after the metrics became visible, which
+// leaves the fast profile a full interval to list them.
+func waitForMetrics(ctx SpecContext, node string, minCPU float64) {
+	client, err := metricsclient.NewForConfig(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func(g Gomega) {
+		m, err := client.MetricsV1beta1().NodeMetricses().Get(ctx, node, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(m.Usage.Cpu().AsApproximateFloat64()).To(BeNumerically(">", minCPU))
+	}, "45s", "500ms").Should(Succeed(), "metrics-server log: %s", metricsServer.LogPath())
+	visible := float64(time.Now().UnixNano()) / 1e9
+	Eventually(func() (float64, error) {
+		return framework.Gauge("berth_loadaware_last_refresh_timestamp_seconds", nil)
+	}, "20s", "200ms").Should(BeNumerically(">", visible+6))
+}

@@ -7,12 +7,13 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
 // newNamespace gives a spec a namespace of its own and removes it afterwards.
 func newNamespace(ctx SpecContext, prefix string) string {
-	ns, err := env.Client.CoreV1().Namespaces().Create(ctx, framework.Namespace(prefix), metav1.CreateOptions{})
+	ns, err := env.Client.CoreV1().Namespaces().Create(ctx, sandbox.Namespace(prefix), metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) {
 		// No kubelet runs: delete pods at once, or they stay Terminating.
@@ -24,9 +25,9 @@ func newNamespace(ctx SpecContext, prefix string) string {
 
 // createNodes creates nodes and deletes them when the spec ends, so specs do
 // not see each other's nodes.
-func createNodes(ctx SpecContext, specs ...framework.NodeSpec) {
+func createNodes(ctx SpecContext, specs ...sandbox.NodeSpec) {
 	for _, s := range specs {
-		_, err := framework.CreateNode(ctx, env.Client, s)
+		_, err := sandbox.CreateNode(ctx, env.Client, s)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(env.Client.CoreV1().Nodes().Delete(ctx, s.Name, metav1.DeleteOptions{})).To(Succeed())
@@ -39,19 +40,19 @@ var _ = Describe("Berth's scheduler", Serial, func() {
 		It("respects requests and leaves a pod that fits nowhere Pending with a FailedScheduling event", func(ctx SpecContext) {
 			ns := newNamespace(ctx, "default-profile")
 			createNodes(ctx,
-				framework.NodeSpec{Name: "dp-small", CPU: "2", Memory: "4Gi"},
-				framework.NodeSpec{Name: "dp-large", CPU: "4", Memory: "8Gi"},
+				sandbox.NodeSpec{Name: "dp-small", CPU: "2", Memory: "4Gi"},
+				sandbox.NodeSpec{Name: "dp-large", CPU: "4", Memory: "8Gi"},
 			)
 
-			_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "needs-3-cpu", CPU: "3", Memory: "1Gi"})
+			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "needs-3-cpu", CPU: "3", Memory: "1Gi"})
 			Expect(err).NotTo(HaveOccurred())
-			Eventually(framework.NodeNameOf(ctx, env.Client, ns, "needs-3-cpu")).Should(Equal("dp-large"))
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "needs-3-cpu")).Should(Equal("dp-large"))
 
-			_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "needs-8-cpu", CPU: "8", Memory: "1Gi"})
+			_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "needs-8-cpu", CPU: "8", Memory: "1Gi"})
 			Expect(err).NotTo(HaveOccurred())
-			Eventually(framework.EventsFor(ctx, env.Client, ns, "needs-8-cpu", "FailedScheduling")).
+			Eventually(sandbox.EventsFor(ctx, env.Client, ns, "needs-8-cpu", "FailedScheduling")).
 				Should(ContainElement(HaveField("Message", ContainSubstring("Insufficient cpu"))))
-			Consistently(framework.NodeNameOf(ctx, env.Client, ns, "needs-8-cpu"), "2s").Should(BeEmpty())
+			Consistently(sandbox.NodeNameOf(ctx, env.Client, ns, "needs-8-cpu"), "2s").Should(BeEmpty())
 		})
 	})
 
@@ -59,41 +60,41 @@ var _ = Describe("Berth's scheduler", Serial, func() {
 		It("schedules each pod with the profile its schedulerName names", func(ctx SpecContext) {
 			ns := newNamespace(ctx, "two-profiles")
 			createNodes(ctx,
-				framework.NodeSpec{Name: "tp-a", CPU: "4", Memory: "8Gi"},
-				framework.NodeSpec{Name: "tp-b", CPU: "4", Memory: "8Gi"},
+				sandbox.NodeSpec{Name: "tp-a", CPU: "4", Memory: "8Gi"},
+				sandbox.NodeSpec{Name: "tp-b", CPU: "4", Memory: "8Gi"},
 			)
 			// Load tp-a so that the profiles disagree: the default profile
 			// (LeastAllocated) prefers tp-b, berth-packing (MostAllocated) tp-a.
-			_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "anchor", CPU: "2", Memory: "2Gi"})
+			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "anchor", CPU: "2", Memory: "2Gi"})
 			Expect(err).NotTo(HaveOccurred())
-			Eventually(framework.NodeNameOf(ctx, env.Client, ns, "anchor")).ShouldNot(BeEmpty())
-			anchorNode, err := framework.NodeNameOf(ctx, env.Client, ns, "anchor")()
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "anchor")).ShouldNot(BeEmpty())
+			anchorNode, err := sandbox.NodeNameOf(ctx, env.Client, ns, "anchor")()
 			Expect(err).NotTo(HaveOccurred())
 			otherNode := map[string]string{"tp-a": "tp-b", "tp-b": "tp-a"}[anchorNode]
 
-			_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "spread", CPU: "1", Memory: "1Gi"})
+			_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "spread", CPU: "1", Memory: "1Gi"})
 			Expect(err).NotTo(HaveOccurred())
-			_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "packed", SchedulerName: "berth-packing", CPU: "1", Memory: "1Gi"})
+			_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "packed", SchedulerName: "berth-packing", CPU: "1", Memory: "1Gi"})
 			Expect(err).NotTo(HaveOccurred())
 
-			Eventually(framework.NodeNameOf(ctx, env.Client, ns, "spread")).Should(Equal(otherNode))
-			Eventually(framework.NodeNameOf(ctx, env.Client, ns, "packed")).Should(Equal(anchorNode))
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "spread")).Should(Equal(otherNode))
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "packed")).Should(Equal(anchorNode))
 			// The Scheduled event is reported by the profile that placed the pod.
-			Eventually(framework.EventsFor(ctx, env.Client, ns, "packed", "Scheduled")).
+			Eventually(sandbox.EventsFor(ctx, env.Client, ns, "packed", "Scheduled")).
 				Should(ContainElement(HaveField("ReportingController", "berth-packing")))
-			Eventually(framework.EventsFor(ctx, env.Client, ns, "spread", "Scheduled")).
+			Eventually(sandbox.EventsFor(ctx, env.Client, ns, "spread", "Scheduled")).
 				Should(ContainElement(HaveField("ReportingController", "default-scheduler")))
 
 			// A pod naming no profile of this scheduler is left alone.
-			_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: "someone-else", SchedulerName: "other-scheduler", CPU: "1"})
+			_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "someone-else", SchedulerName: "other-scheduler", CPU: "1"})
 			Expect(err).NotTo(HaveOccurred())
-			Consistently(framework.NodeNameOf(ctx, env.Client, ns, "someone-else"), "2s").Should(BeEmpty())
+			Consistently(sandbox.NodeNameOf(ctx, env.Client, ns, "someone-else"), "2s").Should(BeEmpty())
 		})
 	})
 
 	Context("with an invalid Berth plugin arg", func() {
 		It("fails setup with an error naming the profile, the plugin and the field", func(ctx SpecContext) {
-			cfg, err := framework.PrepareConfig(env.Dir, "invalid-args.yaml", env.Kubeconfig, false, filepath.Join("testdata", "invalid-args.yaml"))
+			cfg, err := sandbox.PrepareConfig(env.Dir, "invalid-args.yaml", env.Kubeconfig, false, filepath.Join("testdata", "invalid-args.yaml"))
 			Expect(err).NotTo(HaveOccurred())
 			err = framework.SetupScheduler(ctx, cfg)
 			Expect(err).To(HaveOccurred())

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,16 +12,17 @@ import (
 
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
-	"github.com/berth-scheduler/berth/pkg/plugins/loadaware"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
 // One control plane and one scheduler for the whole suite (see framework.StartScheduler).
 var (
-	env       *framework.Env
+	env       *sandbox.ControlPlane
 	scheduler *framework.Scheduler
-	// metricsServer stands in for metrics-server for LoadAware's MetricsAPI source.
-	metricsServer *framework.MetricsServer
+	// metricsServer is the real metrics-server, registered with the API
+	// server's aggregation layer, for LoadAware's MetricsAPI source.
+	metricsServer *sandbox.MetricsServer
 	// hold holds pods at Permit for the binding-race specs.
 	hold = &framework.Hold{}
 )
@@ -34,12 +36,12 @@ func TestIntegration(t *testing.T) {
 
 var _ = BeforeSuite(func(ctx SpecContext) {
 	var err error
-	env, err = framework.StartEnv()
+	env, err = sandbox.StartControlPlane()
 	Expect(err).NotTo(HaveOccurred())
-	root, err := framework.RepoRoot()
+	root, err := sandbox.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
 	// The suite's own profiles plus every plugin's example config from manifests/.
-	cfg, err := framework.PrepareConfig(env.Dir, "scheduler-config.yaml", env.Kubeconfig, false,
+	cfg, err := sandbox.PrepareConfig(env.Dir, "scheduler-config.yaml", env.Kubeconfig, false,
 		filepath.Join("testdata", "scheduler-config.yaml"),
 		filepath.Join(root, "manifests", "examples", "celpolicy.yaml"),
 		filepath.Join(root, "manifests", "examples", "loadaware.yaml"),
@@ -50,10 +52,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		filepath.Join(root, "manifests", "examples", "explain.yaml"),
 	)
 	Expect(err).NotTo(HaveOccurred())
-	metricsServer = framework.StartMetricsServer()
+	metricsServer, err = sandbox.StartMetricsServer(ctx, env, os.Getenv("BERTH_METRICS_SERVER_BIN"))
+	Expect(err).NotTo(HaveOccurred())
 	// The scheduler outlives this node's context: it is stopped in AfterSuite.
+	// Its plugins are Berth's production ones, LoadAware reading metrics.k8s.io
+	// with the scheduler's kubeconfig, plus the test-only TestHold.
 	scheduler, err = framework.StartScheduler(context.Background(), cfg, runtime.Registry{
-		loadaware.Name:     loadaware.NewWithMetricsClient(metricsServer.Client),
 		framework.HoldName: hold.Factory,
 	})
 	Expect(err).NotTo(HaveOccurred())

@@ -7,38 +7,38 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 var _ = Describe("AdmissionFeedback across a scheduler restart", func() {
 	It("keeps avoiding the node that refused a controller's pod: the restarted scheduler rebuilds the refusals from the Failed pods", func(ctx SpecContext) {
-		cfg, err := framework.PrepareConfig(env.Dir, "admissionfeedback.yaml", env.Kubeconfig, false, filepath.Join(root, "manifests", "examples", "admissionfeedback.yaml"))
+		cfg, err := sandbox.PrepareConfig(env.Dir, "admissionfeedback.yaml", env.Kubeconfig, false, filepath.Join(root, "manifests", "examples", "admissionfeedback.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		const ns, profile = "default", "berth-admissionfeedback"
-		rc, err := framework.StartRefusalCluster(ctx, env.Client, "restart")
+		rc, err := sandbox.StartRefusalCluster(ctx, env.Client, "restart")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(rc.Close)
 
 		first := filepath.Join(env.Dir, "af-restart-1.log")
-		p1, err := framework.StartSchedulerProcess(schedulerBin, cfg, first, "--v=2")
+		p1, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, first, "--v=2")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(p1.Stop)
-		r, err := framework.StartReplacer(ctx, env.Client, rc.PodSpec(ns, "af-restart", profile), 1)
+		r, err := sandbox.StartReplacer(ctx, env.Client, rc.PodSpec(ns, "af-restart", profile), 1)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(r.Close)
 		Eventually(rc.Kubelet.Refused, 30*time.Second).Should(Equal(1), "log %s", first)
 		Eventually(func() int { return len(r.Pods()) }).Should(Equal(2))
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, r.Latest()), 30*time.Second).Should(BeElementOf(rc.Others), "log %s", first)
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, r.Latest()), 30*time.Second).Should(BeElementOf(rc.Others), "log %s", first)
 
 		By("the scheduler is killed; the controller scales up; another scheduler starts")
 		p1.Kill()
 		scaled, err := r.Create(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		second := filepath.Join(env.Dir, "af-restart-2.log")
-		p2, err := framework.StartSchedulerProcess(schedulerBin, cfg, second, "--v=2")
+		p2, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, second, "--v=2")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(p2.Stop)
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, scaled), 30*time.Second).Should(BeElementOf(rc.Others), "log %s", second)
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, scaled), 30*time.Second).Should(BeElementOf(rc.Others), "log %s", second)
 		Expect(rc.Kubelet.Refused()).To(Equal(1), "the restarted scheduler sent no pod back to %s", rc.BlackHole)
 		Expect(logContains(second, `AdmissionFeedback: rebuilt refusals from Failed pods" refusals=1`)).To(BeTrue(), "log %s", second)
 	})

@@ -23,13 +23,13 @@ import (
 	"k8s.io/kubernetes/cmd/kubeadm/app/util/patches"
 	"sigs.k8s.io/yaml"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 // staticPod reads manifests/control-plane/kube-scheduler.yaml.
 func staticPod() *v1.Pod {
 	GinkgoHelper()
-	objs, err := framework.ReadObjects(filepath.Join(root, "manifests", "control-plane", "kube-scheduler.yaml"))
+	objs, err := sandbox.ReadObjects(filepath.Join(root, "manifests", "control-plane", "kube-scheduler.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(objs).To(HaveLen(1))
 	pod := &v1.Pod{}
@@ -110,18 +110,18 @@ var _ = Describe("the control-plane static Pod", func() {
 		ctr := pod.Spec.Containers[0]
 		By(fmt.Sprintf("running as %d:%d, as the kubelet would", uid, gid))
 
-		// The node's filesystem, in a sandbox: each hostPath volume is a path
+		// The node's filesystem, in a scratch directory: each hostPath volume is a path
 		// under it, mounted where the container sees it.
-		sandbox, err := os.MkdirTemp("", "berth-node-")
+		nodeFS, err := os.MkdirTemp("", "berth-node-")
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(os.RemoveAll, sandbox)
-		Expect(os.Chmod(sandbox, 0o755)).To(Succeed())
+		DeferCleanup(os.RemoveAll, nodeFS)
+		Expect(os.Chmod(nodeFS, 0o755)).To(Succeed())
 		hostPaths := map[string]string{}
 		for _, vol := range pod.Spec.Volumes {
 			Expect(vol.HostPath).NotTo(BeNil(), "volume %s: only hostPath volumes in a static Pod", vol.Name)
-			hostPaths[vol.Name] = filepath.Join(sandbox, vol.HostPath.Path)
+			hostPaths[vol.Name] = filepath.Join(nodeFS, vol.HostPath.Path)
 		}
-		mounts := map[string]string{} // path in the container -> path in the sandbox
+		mounts := map[string]string{} // path in the container -> path in nodeFS
 		for _, m := range ctr.VolumeMounts {
 			mounts[m.MountPath] = hostPaths[m.Name]
 		}
@@ -139,7 +139,7 @@ var _ = Describe("the control-plane static Pod", func() {
 		}
 
 		// What kubeadm writes: /etc/kubernetes/scheduler.conf, root-owned, 0600.
-		conf := filepath.Join(sandbox, "etc", "kubernetes", "scheduler.conf")
+		conf := filepath.Join(nodeFS, "etc", "kubernetes", "scheduler.conf")
 		Expect(os.MkdirAll(filepath.Dir(conf), 0o755)).To(Succeed())
 		kubeconfig, err := os.ReadFile(env.Kubeconfig)
 		Expect(err).NotTo(HaveOccurred())
@@ -148,15 +148,15 @@ var _ = Describe("the control-plane static Pod", func() {
 		// What the README's install step copies: the config, to /etc/kubernetes/berth.
 		config, err := os.ReadFile(filepath.Join(root, "manifests", "control-plane", "scheduler-config.yaml"))
 		Expect(err).NotTo(HaveOccurred())
-		berthDir := filepath.Join(sandbox, "etc", "kubernetes", "berth")
+		berthDir := filepath.Join(nodeFS, "etc", "kubernetes", "berth")
 		Expect(os.MkdirAll(berthDir, 0o755)).To(Succeed())
 		Expect(os.WriteFile(filepath.Join(berthDir, "scheduler-config.yaml"), []byte(inSandbox(string(config))), 0o644)).To(Succeed())
 		// The image's binary, where the image has it.
 		Expect(ctr.Command).NotTo(BeEmpty())
-		bin := filepath.Join(sandbox, "image", ctr.Command[0])
+		bin := filepath.Join(nodeFS, "image", ctr.Command[0])
 		Expect(os.MkdirAll(filepath.Dir(bin), 0o755)).To(Succeed())
 		Expect(copyFile(schedulerBin, bin, 0o755)).To(Succeed())
-		for d := filepath.Dir(bin); d != sandbox; d = filepath.Dir(d) {
+		for d := filepath.Dir(bin); d != nodeFS; d = filepath.Dir(d) {
 			Expect(os.Chmod(d, 0o755)).To(Succeed())
 		}
 
@@ -165,7 +165,7 @@ var _ = Describe("the control-plane static Pod", func() {
 			args = append(args, inSandbox(a))
 		}
 		logPath := filepath.Join(env.Dir, "control-plane.log")
-		p, err := framework.StartProcessAs(bin, args, uid, gid, logPath)
+		p, err := sandbox.StartProcessAs(bin, args, uid, gid, logPath)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(p.Stop)
 

@@ -16,15 +16,15 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 var _ = Describe("Coscheduling across a scheduler restart", func() {
 	It("never half binds a gang held at Permit when the scheduler is killed: the next scheduler completes it as a whole", func(ctx SpecContext) {
-		cfg, err := framework.PrepareConfig(env.Dir, "coscheduling.yaml", env.Kubeconfig, false, filepath.Join(root, "manifests", "examples", "coscheduling.yaml"))
+		cfg, err := sandbox.PrepareConfig(env.Dir, "coscheduling.yaml", env.Kubeconfig, false, filepath.Join(root, "manifests", "examples", "coscheduling.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		const ns, node, profile = "default", "cs-restart", "scheduler-plugins-scheduler"
-		_, err = framework.CreateNode(ctx, env.Client, framework.NodeSpec{Name: node, CPU: "3", Memory: "8Gi"})
+		_, err = sandbox.CreateNode(ctx, env.Client, sandbox.NodeSpec{Name: node, CPU: "3", Memory: "8Gi"})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(env.Client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{})).To(Succeed())
@@ -37,7 +37,7 @@ var _ = Describe("Coscheduling across a scheduler restart", func() {
 			Expect(env.Client.SchedulingV1().PriorityClasses().Delete(ctx, "cs-restart-high", metav1.DeleteOptions{})).To(Succeed())
 		})
 		// A low-priority pod takes one of the node's three CPUs.
-		victim := framework.MakePod(framework.PodSpec{Namespace: ns, Name: "cs-restart-victim", CPU: "1"})
+		victim := sandbox.MakePod(sandbox.PodSpec{Namespace: ns, Name: "cs-restart-victim", CPU: "1"})
 		victim.Spec.NodeName = node
 		_, err = env.Client.CoreV1().Pods(ns).Create(ctx, victim, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -62,7 +62,7 @@ var _ = Describe("Coscheduling across a scheduler restart", func() {
 		var members []string
 		for i := range 3 {
 			name := fmt.Sprintf("cs-restart-%d", i)
-			_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: name, SchedulerName: profile, CPU: "1",
+			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: name, SchedulerName: profile, CPU: "1",
 				PriorityClassName: "cs-restart-high", Labels: map[string]string{schedv1alpha1.PodGroupLabel: "cs-restart"}})
 			Expect(err).NotTo(HaveOccurred())
 			members = append(members, name)
@@ -73,7 +73,7 @@ var _ = Describe("Coscheduling across a scheduler restart", func() {
 		bound := func() (int, error) {
 			n := 0
 			for _, m := range members {
-				node, err := framework.NodeNameOf(ctx, env.Client, ns, m)()
+				node, err := sandbox.NodeNameOf(ctx, env.Client, ns, m)()
 				if err != nil {
 					return 0, err
 				}
@@ -89,7 +89,7 @@ var _ = Describe("Coscheduling across a scheduler restart", func() {
 		}
 
 		first := filepath.Join(env.Dir, "cs-restart-1.log")
-		p1, err := framework.StartSchedulerProcess(schedulerBin, cfg, first, "--v=4")
+		p1, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, first, "--v=4")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(p1.Stop)
 		Eventually(terminating, "30s").Should(BeTrue(), "the last member preempted the victim; log %s", first)
@@ -99,7 +99,7 @@ var _ = Describe("Coscheduling across a scheduler restart", func() {
 		By("the scheduler is killed while the gang is half held; another starts")
 		p1.Kill()
 		second := filepath.Join(env.Dir, "cs-restart-2.log")
-		p2, err := framework.StartSchedulerProcess(schedulerBin, cfg, second, "--v=4")
+		p2, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, second, "--v=4")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(p2.Stop)
 		// The held members' assumptions died with the first scheduler; the

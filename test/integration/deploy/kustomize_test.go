@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 var _ = Describe("kustomize build manifests/second-scheduler", func() {
@@ -19,7 +19,7 @@ var _ = Describe("kustomize build manifests/second-scheduler", func() {
 		Expect(err).NotTo(HaveOccurred())
 		rendered := filepath.Join(env.Dir, "second-scheduler.rendered.yaml")
 		Expect(os.WriteFile(rendered, out, 0o600)).To(Succeed())
-		objs, err := framework.ReadObjects(rendered)
+		objs, err := sandbox.ReadObjects(rendered)
 		Expect(err).NotTo(HaveOccurred())
 		kinds := map[string]int{}
 		for _, o := range objs {

@@ -9,12 +9,13 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's args in the config scheme
-	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
 // schedulerConfigKey is the ConfigMap key that holds a KubeSchedulerConfiguration.
@@ -56,7 +57,7 @@ var _ = Describe("manifests/", func() {
 			if filepath.Base(f) == "kustomization.yaml" {
 				continue // not an API object; rendered by the kustomize spec
 			}
-			objs, err := framework.ReadObjects(f)
+			objs, err := sandbox.ReadObjects(f)
 			Expect(err).NotTo(HaveOccurred(), f)
 			for _, o := range objs {
 				switch o.GetKind() {

@@ -24,8 +24,8 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
+	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/pkg/plugins/explain"
-	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
 // forbidden matches a request denied to the ServiceAccount in a klog line
@@ -42,11 +42,11 @@ const (
 func secondSchedulerObjects() (setup []*unstructured.Unstructured, config string) {
 	dir := filepath.Join(root, "manifests", "second-scheduler")
 	for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml"} {
-		objs, err := framework.ReadObjects(filepath.Join(dir, f))
+		objs, err := sandbox.ReadObjects(filepath.Join(dir, f))
 		Expect(err).NotTo(HaveOccurred())
 		setup = append(setup, objs...)
 	}
-	cms, err := framework.ReadObjects(filepath.Join(dir, "config.yaml"))
+	cms, err := sandbox.ReadObjects(filepath.Join(dir, "config.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	config, ok, err := unstructured.NestedString(cms[0].Object, "data", schedulerConfigKey)
 	Expect(err).NotTo(HaveOccurred())
@@ -70,7 +70,7 @@ func createGang(ctx SpecContext, ns, name, profile string, n int) string {
 	})
 	for i := range n {
 		pod := fmt.Sprintf("%s-%d", name, i)
-		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: ns, Name: pod, SchedulerName: profile, CPU: "100m",
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: pod, SchedulerName: profile, CPU: "100m",
 			Labels: map[string]string{schedv1alpha1.PodGroupLabel: name}})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
@@ -78,7 +78,7 @@ func createGang(ctx SpecContext, ns, name, profile string, n int) string {
 		})
 	}
 	for i := range n {
-		Eventually(framework.NodeNameOf(ctx, env.Client, ns, fmt.Sprintf("%s-%d", name, i)), "20s").ShouldNot(BeEmpty())
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, fmt.Sprintf("%s-%d", name, i)), "20s").ShouldNot(BeEmpty())
 	}
 	return name
 }
@@ -113,15 +113,15 @@ func canI(ctx SpecContext, attrs authorizationv1.ResourceAttributes) bool {
 
 // startAsServiceAccount runs bin/scheduler with the ConfigMap's config, leader
 // election on, and a client that impersonates the ServiceAccount.
-func startAsServiceAccount(config, name string) (*framework.SchedulerProcess, string) {
+func startAsServiceAccount(config, name string) (*sandbox.Process, string) {
 	kubeconfig, err := env.KubeconfigAs(serviceAccount, name+".kubeconfig")
 	Expect(err).NotTo(HaveOccurred())
 	raw := filepath.Join(env.Dir, name+"-raw.yaml")
 	Expect(os.WriteFile(raw, []byte(config), 0o600)).To(Succeed())
-	cfg, err := framework.PrepareConfig(env.Dir, name+".yaml", kubeconfig, true, raw)
+	cfg, err := sandbox.PrepareConfig(env.Dir, name+".yaml", kubeconfig, true, raw)
 	Expect(err).NotTo(HaveOccurred())
 	logPath := filepath.Join(env.Dir, name+".log")
-	p, err := framework.StartSchedulerProcess(schedulerBin, cfg, logPath, "--v=2")
+	p, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, logPath, "--v=2")
 	Expect(err).NotTo(HaveOccurred())
 	return p, logPath
 }
@@ -144,7 +144,7 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 	BeforeAll(func(ctx SpecContext) {
 		setup, config = secondSchedulerObjects()
 		Expect(env.Apply(ctx, setup, false)).To(Succeed())
-		_, err := framework.CreateNode(ctx, env.Client, framework.NodeSpec{Name: "rbac-node", CPU: "8", Memory: "16Gi"})
+		_, err := sandbox.CreateNode(ctx, env.Client, sandbox.NodeSpec{Name: "rbac-node", CPU: "8", Memory: "16Gi"})
 		Expect(err).NotTo(HaveOccurred())
 		// Other specs share this control plane: leave no node behind.
 		DeferCleanup(func(ctx SpecContext) {
@@ -157,10 +157,10 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 		defer p.Stop()
 		for i := range 3 {
 			name := fmt.Sprintf("rbac-ok-%d", i)
-			_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: "default", Name: name, SchedulerName: "berth-scheduler", CPU: "100m",
+			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: "default", Name: name, SchedulerName: "berth-scheduler", CPU: "100m",
 				Annotations: map[string]string{explain.AnnotationRequest: "true"}})
 			Expect(err).NotTo(HaveOccurred())
-			Eventually(framework.NodeNameOf(ctx, env.Client, "default", name)).Should(Equal("rbac-node"), "scheduler log: %s", logPath)
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, "default", name)).Should(Equal("rbac-node"), "scheduler log: %s", logPath)
 		}
 		// Explain wrote its result through pods/status.
 		Eventually(explained(ctx, "rbac-ok-0"), "20s").Should(ContainSubstring(`"node":"rbac-node"`), "scheduler log: %s", logPath)
@@ -229,7 +229,7 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 	})
 
 	It("keeps CoordinatedLeaderElection off: the shipped flags set it false, and the config cannot set gates", func() {
-		objs, err := framework.ReadObjects(filepath.Join(root, "manifests", "second-scheduler", "deployment.yaml"))
+		objs, err := sandbox.ReadObjects(filepath.Join(root, "manifests", "second-scheduler", "deployment.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		dep := &appsv1.Deployment{}
 		Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(objs[0].Object, dep)).To(Succeed())
@@ -279,7 +279,7 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(c.SchedulingV1alpha1().PodGroups("default").Delete(ctx, "follower-gang", metav1.DeleteOptions{})).To(Succeed())
 		})
-		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: "default", Name: "follower-gang-0", SchedulerName: "berth-scheduler", CPU: "100m",
+		_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: "default", Name: "follower-gang-0", SchedulerName: "berth-scheduler", CPU: "100m",
 			Labels: map[string]string{schedv1alpha1.PodGroupLabel: "follower-gang"}})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
@@ -297,14 +297,14 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 		Expect(env.Client.RbacV1().Roles(berthNamespace).Delete(ctx, "berth-scheduler:leader-election", metav1.DeleteOptions{})).To(Succeed())
 		p, logPath := startAsServiceAccount(config, "rbac-missing")
 		defer p.Stop()
-		_, err := framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: "default", Name: "rbac-denied", SchedulerName: "berth-scheduler", CPU: "100m"})
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: "default", Name: "rbac-denied", SchedulerName: "berth-scheduler", CPU: "100m"})
 		Expect(err).NotTo(HaveOccurred())
 		leaseDenied := regexp.MustCompile(`leases.coordination.k8s.io \\?"berth-scheduler\\?" is forbidden`)
 		Eventually(func() (bool, error) {
 			b, err := os.ReadFile(logPath)
 			return leaseDenied.Match(b), err
 		}).Should(BeTrue(), "scheduler log %s does not show the lease denied", logPath)
-		Consistently(framework.NodeNameOf(ctx, env.Client, "default", "rbac-denied"), "5s").Should(BeEmpty())
+		Consistently(sandbox.NodeNameOf(ctx, env.Client, "default", "rbac-denied"), "5s").Should(BeEmpty())
 	})
 })
 
@@ -313,33 +313,33 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 // run every Berth plugin.
 var _ = Describe("the control-plane RBAC", func() {
 	It("is enough to schedule with every Berth plugin as system:kube-scheduler", func(ctx SpecContext) {
-		objs, err := framework.ReadObjects(filepath.Join(root, "manifests", "control-plane", "rbac.yaml"))
+		objs, err := sandbox.ReadObjects(filepath.Join(root, "manifests", "control-plane", "rbac.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(env.Apply(ctx, objs, false)).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, "berth:kube-scheduler", metav1.DeleteOptions{})).To(Succeed())
 			Expect(env.Client.RbacV1().ClusterRoles().Delete(ctx, "berth:kube-scheduler", metav1.DeleteOptions{})).To(Succeed())
 		})
-		_, err = framework.CreateNode(ctx, env.Client, framework.NodeSpec{Name: "cp-rbac-node", CPU: "8", Memory: "16Gi"})
+		_, err = sandbox.CreateNode(ctx, env.Client, sandbox.NodeSpec{Name: "cp-rbac-node", CPU: "8", Memory: "16Gi"})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(env.Client.CoreV1().Nodes().Delete(ctx, "cp-rbac-node", metav1.DeleteOptions{})).To(Succeed())
 		})
 		kubeconfig, err := env.KubeconfigAs("system:kube-scheduler", "cp-rbac.kubeconfig")
 		Expect(err).NotTo(HaveOccurred())
-		cfg, err := framework.PrepareConfig(env.Dir, "cp-rbac.yaml", kubeconfig, false, filepath.Join(root, "manifests", "examples", "all-plugins.yaml"))
+		cfg, err := sandbox.PrepareConfig(env.Dir, "cp-rbac.yaml", kubeconfig, false, filepath.Join(root, "manifests", "examples", "all-plugins.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		logPath := filepath.Join(env.Dir, "cp-rbac.log")
-		p, err := framework.StartSchedulerProcess(schedulerBin, cfg, logPath, "--v=2")
+		p, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, logPath, "--v=2")
 		Expect(err).NotTo(HaveOccurred())
 		defer p.Stop()
-		_, err = framework.CreatePod(ctx, env.Client, framework.PodSpec{Namespace: "default", Name: "cp-rbac-pod", SchedulerName: "berth-all", CPU: "100m",
+		_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: "default", Name: "cp-rbac-pod", SchedulerName: "berth-all", CPU: "100m",
 			Annotations: map[string]string{explain.AnnotationRequest: "true"}})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(env.Client.CoreV1().Pods("default").Delete(ctx, "cp-rbac-pod", *metav1.NewDeleteOptions(0))).To(Succeed())
 		})
-		Eventually(framework.NodeNameOf(ctx, env.Client, "default", "cp-rbac-pod"), "20s").Should(Equal("cp-rbac-node"), "scheduler log: %s", logPath)
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, "default", "cp-rbac-pod"), "20s").Should(Equal("cp-rbac-node"), "scheduler log: %s", logPath)
 		Eventually(explained(ctx, "cp-rbac-pod"), "20s").Should(ContainSubstring(`"node":"cp-rbac-node"`), "scheduler log: %s", logPath)
 		pgName := createGang(ctx, "default", "cp-rbac-gang", "berth-all", 2)
 		Eventually(podGroupPhase(ctx, pgName), "20s").Should(Equal(schedv1alpha1.PodGroupScheduling), "log: %s", logPath)

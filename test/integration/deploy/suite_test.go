@@ -13,11 +13,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/berth-scheduler/berth/test/integration/framework"
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 var (
-	env          *framework.Env
+	env          *sandbox.ControlPlane
 	root         string
 	schedulerBin string
 )
@@ -31,7 +31,7 @@ func TestDeploy(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	var err error
-	root, err = framework.RepoRoot()
+	root, err = sandbox.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
 	schedulerBin = os.Getenv("BERTH_SCHEDULER_BIN")
 	if schedulerBin == "" {
@@ -40,7 +40,7 @@ var _ = BeforeSuite(func() {
 	_, err = os.Stat(schedulerBin)
 	Expect(err).NotTo(HaveOccurred(), "bin/scheduler is needed: run `make test-integration`, which builds it")
 	// GenericWorkload (beta, off by default in 1.37) for the gang-scheduling profile.
-	env, err = framework.StartEnv("feature-gates=GenericWorkload=true", "runtime-config=scheduling.k8s.io/v1beta1=true")
+	env, err = sandbox.StartControlPlane("feature-gates=GenericWorkload=true", "runtime-config=scheduling.k8s.io/v1beta1=true")
 	Expect(err).NotTo(HaveOccurred())
 })
 

@@ -1,4 +1,4 @@
-package framework
+package sandbox
 
 import (
 	"context"

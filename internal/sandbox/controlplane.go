@@ -1,9 +1,13 @@
-// Package framework starts what Berth's integration suites run against: a
-// real kube-apiserver and etcd (envtest, with binaries built from the Go
-// module proxy by `make envtest-bin`) and Berth's scheduler in-process,
-// built from a KubeSchedulerConfiguration file through upstream's app.Setup
-// and app.Run, the code path of the binary.
-package framework
+// Package sandbox brings up a local cluster for `make demo`, `make
+// race-report` and the integration suites alike: etcd and kube-apiserver
+// (envtest, binaries built from the Go module proxy by `make envtest-bin`)
+// with the aggregation layer configured, the real metrics-server registered
+// with it (MetricsServer), stand-ins for what kubelets and controllers do
+// (resource metrics endpoints, removing deleted pods, refusing admission,
+// replacing a ReplicaSet's failed pods) and bin/scheduler as a process of
+// its own. What only tests need (ginkgo helpers, the in-process scheduler
+// with test plugins) stays in test/integration/framework.
+package sandbox
 
 import (
 	"fmt"
@@ -16,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// Env is one running control plane.
-type Env struct {
+// ControlPlane is one running control plane.
+type ControlPlane struct {
 	env *envtest.Environment
 	// Config is an admin (system:masters) client config.
 	Config *rest.Config
@@ -48,8 +52,10 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// StartEnv starts etcd and kube-apiserver from $KUBEBUILDER_ASSETS and loads
-// the CRDs under manifests/crds, if there are any.
+// StartControlPlane starts etcd and kube-apiserver from $KUBEBUILDER_ASSETS
+// and loads the CRDs under manifests/crds, if there are any. The API server's
+// aggregation layer is on (front-proxy certificates in Dir), so an
+// extension API server such as metrics-server can be registered.
 //
 // Nodes: the API server's TaintNodesByCondition admission plugin adds
 // node.kubernetes.io/not-ready:NoSchedule to every new Node, and envtest runs
@@ -58,7 +64,7 @@ func RepoRoot() (string, error) {
 //
 // apiServerArgs are extra kube-apiserver flags, "name=value" (for example
 // "feature-gates=GenericWorkload=true").
-func StartEnv(apiServerArgs ...string) (*Env, error) {
+func StartControlPlane(apiServerArgs ...string) (*ControlPlane, error) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		return nil, fmt.Errorf("KUBEBUILDER_ASSETS is not set: run the tests with `make test-integration`, which builds kube-apiserver and etcd into bin/k8s/<version>")
 	}
@@ -76,6 +82,14 @@ func StartEnv(apiServerArgs ...string) (*Env, error) {
 	}
 	args := te.ControlPlane.GetAPIServer().Configure()
 	args.Append("disable-admission-plugins", "TaintNodesByCondition")
+	aggregation, err := aggregationArgs(dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	for _, a := range aggregation {
+		args.Set(a[0], a[1])
+	}
 	for _, a := range apiServerArgs {
 		name, value, _ := strings.Cut(a, "=")
 		args.Append(name, value)
@@ -86,7 +100,7 @@ func StartEnv(apiServerArgs ...string) (*Env, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting envtest: %w", err)
 	}
-	e := &Env{env: te, Config: cfg, Dir: dir}
+	e := &ControlPlane{env: te, Config: cfg, Dir: dir}
 	if e.Client, err = kubernetes.NewForConfig(cfg); err != nil {
 		_ = e.Stop()
 		return nil, err
@@ -110,7 +124,7 @@ func StartEnv(apiServerArgs ...string) (*Env, error) {
 }
 
 // Stop stops the control plane and removes the scratch directory.
-func (e *Env) Stop() error {
+func (e *ControlPlane) Stop() error {
 	err := e.env.Stop()
 	if rmErr := os.RemoveAll(e.Dir); err == nil {
 		err = rmErr

@@ -1,4 +1,4 @@
-package framework
+package sandbox
 
 import (
 	"bytes"
@@ -26,6 +26,15 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
+	objs, err := decodeObjects(raw)
+	if err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", path, err)
+	}
+	return objs, nil
+}
+
+// decodeObjects decodes every YAML document of raw.
+func decodeObjects(raw []byte) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	var objs []*unstructured.Unstructured
 	for {
@@ -34,7 +43,7 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 			if errors.Is(err, io.EOF) {
 				return objs, nil
 			}
-			return nil, fmt.Errorf("decoding %s: %w", path, err)
+			return nil, err
 		}
 		if len(u.Object) > 0 {
 			objs = append(objs, u)
@@ -45,7 +54,7 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 // Apply creates (or, with dryRun, validates server-side without storing)
 // objects on the API server, strictly: an unknown field is an error.
 // Existing objects are updated (dryRun: left alone).
-func (e *Env) Apply(ctx context.Context, objs []*unstructured.Unstructured, dryRun bool) error {
+func (e *ControlPlane) Apply(ctx context.Context, objs []*unstructured.Unstructured, dryRun bool) error {
 	dc, err := discovery.NewDiscoveryClientForConfig(e.Config)
 	if err != nil {
 		return err
@@ -93,7 +102,7 @@ func (e *Env) Apply(ctx context.Context, objs []*unstructured.Unstructured, dryR
 // KubeconfigAs writes a kubeconfig that authenticates as the suite's admin
 // and impersonates user (for example system:serviceaccount:ns:name), so a
 // component run with it has exactly that user's permissions.
-func (e *Env) KubeconfigAs(user, name string) (string, error) {
+func (e *ControlPlane) KubeconfigAs(user, name string) (string, error) {
 	cfg, err := clientcmd.LoadFromFile(e.Kubeconfig)
 	if err != nil {
 		return "", err

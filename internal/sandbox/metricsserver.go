@@ -1,0 +1,267 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+)
+
+// metricsServerPort is metrics-server's secure port in its namespace (its
+// manifests' 10250 would do as well: the address is its own).
+const metricsServerPort = 4443
+
+// MetricsServer is the resource metrics pipeline of a cluster: the real
+// metrics-server (built by make envtest-bin from its own module) in a
+// network namespace of its own, registered with kube-apiserver's
+// aggregation layer by its APIService v1beta1.metrics.k8s.io, Service and
+// EndpointSlice as in a cluster, scraping the Kubelets' endpoints. A client
+// of metrics.k8s.io — the scheduler with its own kubeconfig — goes through
+// the API server: kube-apiserver → aggregator → metrics-server → kubelets.
+type MetricsServer struct {
+	// Kubelets are the nodes' resource metrics endpoints it scrapes.
+	Kubelets *Kubelets
+	// Netns holds metrics-server's address.
+	Netns *Netns
+
+	cp         *ControlPlane
+	bin        string
+	kubeconfig string
+	// apiLis forwards metrics-server's connections to kube-apiserver, which
+	// listens on loopback only, from the host's end of the veth pair.
+	apiLis net.Listener
+	proc   *Process
+	starts int
+}
+
+// StartMetricsServer starts metrics-server (bin) for cp and waits until the
+// API server serves metrics.k8s.io through it. It needs root (CanCreateNetns).
+func StartMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (_ *MetricsServer, err error) {
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("metrics-server binary: %w (make envtest-bin builds it)", err)
+	}
+	ns, err := CreateNetns()
+	if err != nil {
+		return nil, err
+	}
+	m := &MetricsServer{Netns: ns, Kubelets: NewKubelets(ns.HostIP), cp: cp, bin: bin}
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
+	if m.apiLis, err = net.Listen("tcp", net.JoinHostPort(ns.HostIP, "0")); err != nil {
+		return nil, err
+	}
+	api, err := url.Parse(cp.Config.Host)
+	if err != nil || api.Host == "" {
+		return nil, fmt.Errorf("the API server's address %q: %v", cp.Config.Host, err)
+	}
+	go forward(m.apiLis, api.Host)
+	if m.kubeconfig, err = m.writeKubeconfig(); err != nil {
+		return nil, err
+	}
+	objs, err := decodeObjects([]byte(registration(ns.NSIP)))
+	if err != nil {
+		return nil, err
+	}
+	if err := cp.Apply(ctx, objs, false); err != nil {
+		return nil, fmt.Errorf("registering metrics-server: %w", err)
+	}
+	if err := m.Start(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Start runs metrics-server (again, after Stop) and waits until the API
+// server serves metrics.k8s.io through it.
+func (m *MetricsServer) Start(ctx context.Context) error {
+	if m.proc != nil && !m.proc.Exited() {
+		return nil
+	}
+	m.starts++
+	certDir := filepath.Join(m.cp.Dir, "metrics-server-certs")
+	cmd := m.Netns.Command(m.bin,
+		"--kubeconfig="+m.kubeconfig,
+		"--authentication-kubeconfig="+m.kubeconfig,
+		"--authorization-kubeconfig="+m.kubeconfig,
+		"--bind-address="+m.Netns.NSIP,
+		"--secure-port="+strconv.Itoa(metricsServerPort),
+		"--cert-dir="+certDir,
+		// The flags of metrics-server's own manifests for a cluster whose
+		// kubelets serve self-signed certificates.
+		"--kubelet-use-node-status-port",
+		"--kubelet-preferred-address-types=InternalIP",
+		"--kubelet-insecure-tls",
+		"--metric-resolution=10s",
+		// metrics-server wants the scrape timeout below its resolution.
+		"--kubelet-request-timeout=5s",
+	)
+	p, err := startProcess(cmd, filepath.Join(m.cp.Dir, fmt.Sprintf("metrics-server-%d.log", m.starts)))
+	if err != nil {
+		return err
+	}
+	m.proc = p
+	return m.waitServing(ctx)
+}
+
+// waitServing polls a NodeMetrics list through the API server.
+func (m *MetricsServer) waitServing(ctx context.Context) error {
+	client, err := metricsclient.NewForConfig(m.cp.Config)
+	if err != nil {
+		return err
+	}
+	var last error
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if m.proc.Exited() {
+			return false, fmt.Errorf("metrics-server exited; the end of its log:\n%s", logTail(m.LogPath(), 20))
+		}
+		_, last = client.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("metrics.k8s.io not served through the API server: %w (last error: %v; metrics-server log: %s)", err, last, m.LogPath())
+	}
+	return nil
+}
+
+// logTail is the last n lines of a log file.
+func logTail(path string, n int) string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// LogPath is the log of the running (or last) metrics-server process.
+func (m *MetricsServer) LogPath() string {
+	return filepath.Join(m.cp.Dir, fmt.Sprintf("metrics-server-%d.log", m.starts))
+}
+
+// Stop ends the metrics-server process (an outage: the APIService stays,
+// so clients get the aggregator's 503). Start runs it again.
+func (m *MetricsServer) Stop() {
+	if m.proc != nil {
+		m.proc.Stop()
+	}
+}
+
+// Close stops metrics-server and the kubelet endpoints and removes the
+// network namespace. The registration objects stay with the control plane.
+func (m *MetricsServer) Close() {
+	m.Stop()
+	m.Kubelets.Close()
+	if m.apiLis != nil {
+		_ = m.apiLis.Close()
+	}
+	_ = m.Netns.Delete()
+}
+
+// writeKubeconfig writes the control plane's admin kubeconfig pointed at the
+// forwarder (the serving certificate names localhost).
+func (m *MetricsServer) writeKubeconfig() (string, error) {
+	cfg, err := clientcmd.LoadFromFile(m.cp.Kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = "https://" + m.apiLis.Addr().String()
+		c.TLSServerName = "localhost"
+	}
+	path := filepath.Join(m.cp.Dir, "metrics-server.kubeconfig")
+	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// registration is what metrics-server's manifests register, with the
+// endpoint an EndpointSlice controller would write for its pod.
+func registration(ip string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Service
+metadata:
+  name: metrics-server
+  namespace: kube-system
+  labels:
+    k8s-app: metrics-server
+spec:
+  ports:
+  - name: https
+    port: 443
+    protocol: TCP
+    targetPort: https
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: metrics-server-sandbox
+  namespace: kube-system
+  labels:
+    kubernetes.io/service-name: metrics-server
+    endpointslice.kubernetes.io/managed-by: sandbox.berth.dev
+addressType: IPv4
+endpoints:
+- addresses: [%q]
+  conditions:
+    ready: true
+ports:
+- name: https
+  port: %d
+  protocol: TCP
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata:
+  name: v1beta1.metrics.k8s.io
+  labels:
+    k8s-app: metrics-server
+spec:
+  group: metrics.k8s.io
+  version: v1beta1
+  groupPriorityMinimum: 100
+  versionPriority: 100
+  insecureSkipTLSVerify: true
+  service:
+    name: metrics-server
+    namespace: kube-system
+    port: 443
+`, ip, metricsServerPort)
+}
+
+// forward copies each connection accepted on lis to target and back, until
+// lis is closed.
+func forward(lis net.Listener, target string) {
+	for {
+		in, err := lis.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer func() { _ = in.Close() }()
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer func() { _ = out.Close() }()
+			done := make(chan struct{}, 2)
+			go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+			go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+			<-done
+		}()
+	}
+}
