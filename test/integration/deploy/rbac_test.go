@@ -13,12 +13,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/ptr"
 
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -97,6 +99,47 @@ func podGroupPhase(ctx SpecContext, name string) func() (schedv1alpha1.PodGroupP
 	}
 }
 
+// hotNode is tainted for loadAwareProbe's pods only; its kubelet reports
+// 7900m of its 8 CPU in use.
+const hotNode = "metrics-hot"
+
+var hotTaint = v1.Taint{Key: "berth.io/test", Value: "metrics-hot", Effect: v1.TaintEffectNoSchedule}
+
+// createHotNode creates hotNode and waits until the API server serves its
+// NodeMetrics (metrics-server scrapes every 10s and serves a node from its
+// second scrape on), so that a scheduler started afterwards lists them in
+// its first refresh.
+func createHotNode(ctx SpecContext) {
+	GinkgoHelper()
+	_, err := sandbox.CreateNode(ctx, env.Client, sandbox.NodeSpec{Name: hotNode, CPU: "8", Memory: "16Gi", Taints: []v1.Taint{hotTaint}})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(metricsServer.Kubelets.Serve(ctx, env.Client, hotNode, "7900m", "2Gi")).To(Succeed())
+	client, err := metricsclient.NewForConfig(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func(g Gomega) {
+		m, err := client.MetricsV1beta1().NodeMetricses().Get(ctx, hotNode, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(m.Usage.Cpu().AsApproximateFloat64()).To(BeNumerically(">", 7))
+	}, "45s", "500ms").Should(Succeed(), "metrics-server log: %s", metricsServer.LogPath())
+}
+
+// expectLoadAwareReadsMetrics creates a pod of profile that only hotNode
+// admits and expects LoadAware to reject it for its CPU usage: the
+// scheduler listed NodeMetrics through the aggregation layer (kube-apiserver
+// authorizes the list, metrics-server authorizes it again for the user the
+// aggregator names) with its own credentials.
+func expectLoadAwareReadsMetrics(ctx SpecContext, name, profile, logPath string) {
+	GinkgoHelper()
+	_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: "default", Name: name, SchedulerName: profile, CPU: "100m",
+		NodeSelector: map[string]string{v1.LabelHostname: hotNode}, Tolerations: []v1.Toleration{{Key: hotTaint.Key, Operator: v1.TolerationOpExists}}})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(env.Client.CoreV1().Pods("default").Delete(ctx, name, *metav1.NewDeleteOptions(0))).To(Succeed())
+	})
+	Eventually(sandbox.EventsFor(ctx, env.Client, "default", name, "FailedScheduling"), "30s").
+		Should(ContainElement(HaveField("Message", ContainSubstring("CPU usage over the LoadAware threshold"))), "scheduler log: %s", logPath)
+}
+
 // canI asks the API server whether the ServiceAccount may do attrs.
 func canI(ctx SpecContext, attrs authorizationv1.ResourceAttributes) bool {
 	GinkgoHelper()
@@ -173,9 +216,10 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 		Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
 		log, err := os.ReadFile(logPath)
 		Expect(err).NotTo(HaveOccurred())
-		// Nothing the scheduler did was denied: LoadAware's NodeMetrics list
-		// included (without its rule it would be forbidden, not "not found").
+		// Nothing the scheduler did was denied.
 		Expect(forbidden.Match(log)).To(BeFalse(), "scheduler log %s has a denied request", logPath)
+		// LoadAware read metrics-server's NodeMetrics as the ServiceAccount.
+		expectLoadAwareReadsMetrics(ctx, "rbac-ok-hot", "berth-scheduler", logPath)
 	})
 
 	It("cannot read or renew the control plane scheduler's lease, nor its LeaseCandidates; its own lease it can", func(ctx SpecContext) {
@@ -346,5 +390,6 @@ var _ = Describe("the control-plane RBAC", func() {
 		log, err := os.ReadFile(logPath)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(regexp.MustCompile(`is forbidden: User \\?"system:kube-scheduler`).Match(log)).To(BeFalse(), "scheduler log %s has a denied request", logPath)
+		expectLoadAwareReadsMetrics(ctx, "cp-rbac-hot", "berth-all", logPath)
 	})
 })

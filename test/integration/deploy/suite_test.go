@@ -18,6 +18,9 @@ import (
 
 var (
 	env          *sandbox.ControlPlane
+	// metricsServer is the real metrics-server behind the API server's
+	// aggregation layer; its kubelet reports hotNode as nearly full.
+	metricsServer *sandbox.MetricsServer
 	root         string
 	schedulerBin string
 )
@@ -29,7 +32,7 @@ func TestDeploy(t *testing.T) {
 	RunSpecs(t, "Berth deploy manifests suite")
 }
 
-var _ = BeforeSuite(func() {
+var _ = BeforeSuite(func(ctx SpecContext) {
 	var err error
 	root, err = sandbox.RepoRoot()
 	Expect(err).NotTo(HaveOccurred())
@@ -42,9 +45,15 @@ var _ = BeforeSuite(func() {
 	// GenericWorkload (beta, off by default in 1.37) for the gang-scheduling profile.
 	env, err = sandbox.StartControlPlane("feature-gates=GenericWorkload=true", "runtime-config=scheduling.k8s.io/v1beta1=true")
 	Expect(err).NotTo(HaveOccurred())
-})
+	metricsServer, err = sandbox.StartMetricsServer(ctx, env, os.Getenv("BERTH_METRICS_SERVER_BIN"))
+	Expect(err).NotTo(HaveOccurred())
+	createHotNode(ctx)
+}, NodeTimeout(2*time.Minute))
 
 var _ = AfterSuite(func() {
+	if metricsServer != nil {
+		metricsServer.Close()
+	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}
