@@ -123,7 +123,7 @@ demo: ## Run the local sandbox: a control plane, Berth, demo workloads, and a ta
 	@$(MAKE) --no-print-directory build envtest-bin BUILD_FLAGS=-v
 	@echo ">> building the demo driver (reuses the scheduler's build cache)"
 	$(TOOL_BUILD_CMD) -v -o $(BIN)/berth-demo ./hack/demo
-	$(BIN)/berth-demo --scheduler $(BIN)/scheduler --kubectl-berth $(BIN)/kubectl-berth --assets $(ENVTEST_DIR)
+	$(BIN)/berth-demo --scheduler $(BIN)/scheduler --kubectl-berth $(BIN)/kubectl-berth --metrics-server $(METRICS_SERVER) --assets $(ENVTEST_DIR)
 
 .PHONY: race-report
 race-report: build envtest-bin ## Measure overcommitted nodes with two schedulers racing, DefaultBinder vs ConfirmBinder (ROUNDS=5).

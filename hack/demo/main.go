@@ -41,11 +41,12 @@ func main() {
 	schedulerBin := flag.String("scheduler", "bin/scheduler", "path of the Berth scheduler binary")
 	kubectlBerth := flag.String("kubectl-berth", "bin/kubectl-berth", "path of kubectl's Berth plugin (make build)")
 	assets := flag.String("assets", "", "directory holding kube-apiserver and etcd (make envtest-bin)")
+	metricsServer := flag.String("metrics-server", "bin/metrics-server", "path of metrics-server (make envtest-bin)")
 	timeout := flag.Duration("timeout", 2*time.Minute, "how long to wait for the workloads to settle")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *schedulerBin, *kubectlBerth, *assets, *timeout)
+	err := run(ctx, *schedulerBin, *kubectlBerth, *metricsServer, *assets, *timeout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
@@ -53,11 +54,14 @@ func main() {
 	}
 }
 
+// started is when the demo started; each step prints the time since.
+var started = time.Now()
+
 func step(format string, args ...any) {
-	fmt.Printf("==> "+format+"\n", args...)
+	fmt.Printf("==> [%5.1fs] "+format+"\n", append([]any{time.Since(started).Seconds()}, args...)...)
 }
 
-func run(ctx context.Context, schedulerBin, kubectlBerth, assets string, timeout time.Duration) (err error) {
+func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, assets string, timeout time.Duration) (err error) {
 	if assets != "" {
 		os.Setenv("KUBEBUILDER_ASSETS", assets)
 	}
@@ -72,6 +76,21 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, assets string, timeout
 			err = stopErr
 		}
 	}()
+
+	// metrics-server first: it reports a node from its second scrape, 10s
+	// after it starts; the other scenarios run meanwhile.
+	metrics, err := startMetrics(ctx, env, metricsServerBin)
+	if err != nil {
+		return err
+	}
+	if metrics == nil {
+		demoPods = withoutScenario(demoPods, metricsScenario)
+	} else {
+		defer func() {
+			step("stopping metrics-server and removing its network namespace %s", metrics.Netns.Name)
+			metrics.Close()
+		}()
+	}
 
 	cfgPath := filepath.Join(env.Dir, "scheduler-config.yaml")
 	if err := os.WriteFile(cfgPath, schedulerConfig, 0o600); err != nil {

@@ -90,7 +90,7 @@ const ns = "default"
 var explainRequest = map[string]string{"explain.berth.dev/request": "true"}
 
 // demoPods are created in order. Each plugin's scenario adds its pods here.
-var demoPods = append(scenarioPods, gangPods()...)
+var demoPods = append(append(scenarioPods, metricsPods...), gangPods()...)
 
 // phaseActions run at the start of a phase, before its pods are created.
 var phaseActions = map[int]func(context.Context, kubernetes.Interface) error{

@@ -47,7 +47,23 @@ type MetricsServer struct {
 
 // StartMetricsServer starts metrics-server (bin) for cp and waits until the
 // API server serves metrics.k8s.io through it. It needs root (CanCreateNetns).
-func StartMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (_ *MetricsServer, err error) {
+func StartMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (*MetricsServer, error) {
+	m, err := NewMetricsServer(ctx, cp, bin)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Start(ctx); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// NewMetricsServer prepares metrics-server for cp — its network namespace,
+// its kubeconfig, its registration with the aggregation layer — without
+// starting it: Kubelets can serve nodes first, which metrics-server then
+// reports from its second scrape (10s after Start) instead of its third.
+func NewMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (_ *MetricsServer, err error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("metrics-server binary: %w (make envtest-bin builds it)", err)
 	}
@@ -78,9 +94,6 @@ func StartMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (_ *M
 	}
 	if err := cp.Apply(ctx, objs, false); err != nil {
 		return nil, fmt.Errorf("registering metrics-server: %w", err)
-	}
-	if err := m.Start(ctx); err != nil {
-		return nil, err
 	}
 	return m, nil
 }
@@ -148,6 +161,11 @@ func logTail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Endpoint is metrics-server's address, the one its EndpointSlice names.
+func (m *MetricsServer) Endpoint() string {
+	return net.JoinHostPort(m.Netns.NSIP, strconv.Itoa(metricsServerPort))
 }
 
 // LogPath is the log of the running (or last) metrics-server process.
