@@ -107,8 +107,8 @@ test-unit: ## Run unit tests with the race detector.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
 .PHONY: test-integration
-test-integration: build envtest-bin $(KUSTOMIZE) ## Run the envtest integration suites (real kube-apiserver and etcd; the deploy suite runs bin/scheduler and kustomize).
-	BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) KUSTOMIZE=$(KUSTOMIZE) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
+test-integration: build envtest-bin demo-driver $(KUSTOMIZE) ## Run the envtest integration suites (real kube-apiserver, etcd and metrics-server; the deploy suite runs bin/scheduler, kustomize and the demo driver).
+	BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) BERTH_DEMO_BIN=$(BIN)/berth-demo KUSTOMIZE=$(KUSTOMIZE) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
 
 .PHONY: test-bench-smoke
 test-bench-smoke: envtest-bin ## Run the scheduler_perf benchmark once at 100 nodes / 200 pods, every profile: it fails unless every pod is scheduled.
@@ -120,11 +120,11 @@ test-bench-smoke: envtest-bin ## Run the scheduler_perf benchmark once at 100 no
 # make demo's build steps: target=description=seconds on a cold start (2
 # cores, empty module and build caches; measured, see the README).
 DEMO_STEPS = \
-	build="bin/scheduler and bin/kubectl-berth"=300 \
-	$(ENVTEST_DIR)/kube-apiserver="kube-apiserver $(K8S_VERSION)"=60 \
-	$(ENVTEST_DIR)/etcd="etcd"=30 \
+	build="bin/scheduler and bin/kubectl-berth"=180 \
+	$(ENVTEST_DIR)/kube-apiserver="kube-apiserver $(K8S_VERSION)"=70 \
+	$(ENVTEST_DIR)/etcd="etcd"=10 \
 	$(METRICS_SERVER)="metrics-server $(METRICS_SERVER_VERSION)"=100 \
-	demo-driver="the demo driver"=20
+	demo-driver="the demo driver"=10
 
 .PHONY: demo
 demo: ## Run the local sandbox: a control plane, the real metrics-server, Berth, demo workloads, and a table of decisions.

@@ -75,7 +75,8 @@ func startMetrics(ctx context.Context, env *sandbox.ControlPlane, bin string) (*
 		m.Close()
 		return nil, err
 	}
-	step("metrics-server serving at %s behind the API server; the kubelet endpoints of %s and %s at %s", m.Endpoint(), metricsNodes[0].spec.Name, metricsNodes[1].spec.Name, m.Netns.HostIP)
+	step("metrics-server serving at %s (network namespace %s) behind the API server; the kubelet endpoints of %s and %s at %s",
+		m.Endpoint(), m.Netns.Name, metricsNodes[0].spec.Name, metricsNodes[1].spec.Name, m.Netns.HostIP)
 	return m, nil
 }
 

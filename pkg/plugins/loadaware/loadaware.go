@@ -83,19 +83,21 @@ var (
 // Name returns the plugin's name.
 func (pl *LoadAware) Name() string { return Name }
 
-// MetricsClientFunc builds the metrics.k8s.io client of the MetricsAPI source.
-type MetricsClientFunc func(*rest.Config) (metricsclient.Interface, error)
+// metricsClientFunc builds the metrics.k8s.io client of the MetricsAPI source
+// (unit tests may build a fake; the integration suites run New against the
+// real metrics-server behind kube-apiserver's aggregation layer).
+type metricsClientFunc func(*rest.Config) (metricsclient.Interface, error)
 
 // New builds LoadAware with a metrics client from the scheduler's kubeconfig.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	return NewWithMetricsClient(func(c *rest.Config) (metricsclient.Interface, error) {
+	return newWithMetricsClient(func(c *rest.Config) (metricsclient.Interface, error) {
 		return metricsclient.NewForConfig(c)
 	})(ctx, obj, h)
 }
 
-// NewWithMetricsClient returns a plugin factory whose MetricsAPI source uses
-// the client newClient builds (tests point it at a local server).
-func NewWithMetricsClient(newClient MetricsClientFunc) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+// newWithMetricsClient returns a plugin factory whose MetricsAPI source uses
+// the client newClient builds.
+func newWithMetricsClient(newClient metricsClientFunc) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		args, ok := obj.(*config.LoadAwareArgs)
 		if !ok {

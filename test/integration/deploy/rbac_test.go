@@ -105,14 +105,18 @@ const hotNode = "metrics-hot"
 
 var hotTaint = v1.Taint{Key: "berth.io/test", Value: "metrics-hot", Effect: v1.TaintEffectNoSchedule}
 
-// createHotNode creates hotNode and waits until the API server serves its
-// NodeMetrics (metrics-server scrapes every 10s and serves a node from its
-// second scrape on), so that a scheduler started afterwards lists them in
-// its first refresh.
+// createHotNode creates hotNode (deleted when the calling node ends) and
+// waits until the API server serves its NodeMetrics (metrics-server scrapes
+// every 10s and serves a node from its second scrape on), so that a
+// scheduler started afterwards lists them in its first refresh.
 func createHotNode(ctx SpecContext) {
 	GinkgoHelper()
 	_, err := sandbox.CreateNode(ctx, env.Client, sandbox.NodeSpec{Name: hotNode, CPU: "8", Memory: "16Gi", Taints: []v1.Taint{hotTaint}})
 	Expect(err).NotTo(HaveOccurred())
+	// Other specs share this control plane: leave no node behind.
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(env.Client.CoreV1().Nodes().Delete(ctx, hotNode, metav1.DeleteOptions{})).To(Succeed())
+	})
 	Expect(metricsServer.Kubelets.Serve(ctx, env.Client, hotNode, "7900m", "2Gi")).To(Succeed())
 	client, err := metricsclient.NewForConfig(env.Config)
 	Expect(err).NotTo(HaveOccurred())
@@ -193,6 +197,7 @@ var _ = Describe("the second-scheduler RBAC", Ordered, func() {
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(env.Client.CoreV1().Nodes().Delete(ctx, "rbac-node", metav1.DeleteOptions{})).To(Succeed())
 		})
+		createHotNode(ctx)
 	})
 
 	It("is enough to schedule with every Berth plugin, as the ServiceAccount, with leader election on", func(ctx SpecContext) {
@@ -369,6 +374,7 @@ var _ = Describe("the control-plane RBAC", func() {
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(env.Client.CoreV1().Nodes().Delete(ctx, "cp-rbac-node", metav1.DeleteOptions{})).To(Succeed())
 		})
+		createHotNode(ctx)
 		kubeconfig, err := env.KubeconfigAs("system:kube-scheduler", "cp-rbac.kubeconfig")
 		Expect(err).NotTo(HaveOccurred())
 		cfg, err := sandbox.PrepareConfig(env.Dir, "cp-rbac.yaml", kubeconfig, false, filepath.Join(root, "manifests", "examples", "all-plugins.yaml"))

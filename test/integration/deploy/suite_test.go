@@ -17,12 +17,12 @@ import (
 )
 
 var (
-	env          *sandbox.ControlPlane
+	env *sandbox.ControlPlane
 	// metricsServer is the real metrics-server behind the API server's
-	// aggregation layer; its kubelet reports hotNode as nearly full.
+	// aggregation layer (the RBAC specs' hotNode).
 	metricsServer *sandbox.MetricsServer
-	root         string
-	schedulerBin string
+	root          string
+	schedulerBin  string
 )
 
 func TestDeploy(t *testing.T) {
@@ -47,7 +47,6 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	metricsServer, err = sandbox.StartMetricsServer(ctx, env, os.Getenv("BERTH_METRICS_SERVER_BIN"))
 	Expect(err).NotTo(HaveOccurred())
-	createHotNode(ctx)
 }, NodeTimeout(2*time.Minute))
 
 var _ = AfterSuite(func() {
