@@ -81,8 +81,11 @@ func NewMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (_ *Met
 		return nil, err
 	}
 	api, err := url.Parse(cp.Config.Host)
-	if err != nil || api.Host == "" {
-		return nil, fmt.Errorf("the API server's address %q: %v", cp.Config.Host, err)
+	if err != nil {
+		return nil, fmt.Errorf("the API server's address: %w", err)
+	}
+	if api.Host == "" {
+		return nil, fmt.Errorf("the API server's address %q has no host", cp.Config.Host)
 	}
 	go forward(m.apiLis, api.Host)
 	if m.kubeconfig, err = m.writeKubeconfig(); err != nil {
@@ -145,7 +148,10 @@ func (m *MetricsServer) waitServing(ctx context.Context) error {
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("metrics.k8s.io not served through the API server: %w (last error: %v; metrics-server log: %s)", err, last, m.LogPath())
+		if last != nil {
+			err = fmt.Errorf("%w (last error: %w)", err, last)
+		}
+		return fmt.Errorf("metrics.k8s.io not served through the API server: %w (metrics-server log: %s)", err, m.LogPath())
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ func CanCreateNetns() error {
 		return fmt.Errorf("%w: running as uid %d", ErrNoNetns, os.Geteuid())
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		return fmt.Errorf("%w: %v", ErrNoNetns, err)
+		return fmt.Errorf("%w: %w", ErrNoNetns, err)
 	}
 	return nil
 }

@@ -9,13 +9,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
-	"github.com/berth-scheduler/berth/internal/sandbox"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's args in the config scheme
+	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
 // schedulerConfigKey is the ConfigMap key that holds a KubeSchedulerConfiguration.
