@@ -57,7 +57,7 @@ GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 IMAGE ?= ghcr.io/berth-scheduler/berth:$(BERTH_VERSION)
 
-UNIT_PKGS = ./apis/... ./cmd/... ./pkg/...
+UNIT_PKGS = ./apis/... ./cmd/... ./internal/... ./pkg/...
 
 ##@ General
 

@@ -27,7 +27,9 @@ import (
 // scrape. metrics-server computes a node's CPU usage from two scrapes, so a
 // node appears in the metrics API after its second.
 type Kubelets struct {
-	ip    string
+	ip string
+	// now is the clock of the scrapes (time.Now; tests set it).
+	now   func() time.Time
 	mu    sync.Mutex
 	nodes map[string]*kubeletEndpoint
 }
@@ -45,7 +47,7 @@ type kubeletEndpoint struct {
 
 // NewKubelets serves kubelet endpoints on ip (a Netns's HostIP).
 func NewKubelets(ip string) *Kubelets {
-	return &Kubelets{ip: ip, nodes: map[string]*kubeletEndpoint{}}
+	return &Kubelets{ip: ip, now: time.Now, nodes: map[string]*kubeletEndpoint{}}
 }
 
 // Serve starts node's endpoint reporting cpu and memory (quantities, e.g.
@@ -131,7 +133,7 @@ func (k *Kubelets) Close() {
 // computes from two scrapes is then the one set before the second.
 func (k *Kubelets) scrape(w http.ResponseWriter, e *kubeletEndpoint) {
 	k.mu.Lock()
-	now := time.Now()
+	now := k.now()
 	if !e.lastScrape.IsZero() {
 		e.cumulative += e.cpu * now.Sub(e.lastScrape).Seconds()
 	}
