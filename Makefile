@@ -49,6 +49,12 @@ METRICS_SERVER_MOD := hack/tools/metrics-server
 METRICS_SERVER_VERSION := $(shell cd $(METRICS_SERVER_MOD) && $(GO) list -m -f '{{.Version}}' sigs.k8s.io/metrics-server)
 METRICS_SERVER := $(BIN)/metrics-server-$(METRICS_SERVER_VERSION)
 
+# Helm, for make chart, make generate (the chart renders
+# manifests/second-scheduler) and the chart's tests: its own module too.
+HELM_MOD := hack/tools/helm
+HELM_VERSION := $(shell cd $(HELM_MOD) && $(GO) list -m -f '{{.Version}}' helm.sh/helm/v4)
+HELM := $(BIN)/helm-$(HELM_VERSION)
+
 KUSTOMIZE_VERSION := v5.8.0
 KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
 
@@ -93,6 +99,20 @@ $(METRICS_SERVER):
 	cd $(METRICS_SERVER_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w -X 'k8s.io/client-go/pkg/version.gitVersion=$(METRICS_SERVER_VERSION)'" -o $@.tmp sigs.k8s.io/metrics-server/cmd/metrics-server
 	@mv $@.tmp $@
 
+$(HELM):
+	@echo ">> building helm $(HELM_VERSION) into $(BIN)"
+	cd $(HELM_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w -X 'helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)'" -o $@.tmp helm.sh/helm/v4/cmd/helm
+	@mv $@.tmp $@
+
+# The chart's version: Berth's, without the v.
+CHART_VERSION ?= $(patsubst v%,%,$(BERTH_VERSION))
+
+.PHONY: chart
+chart: $(HELM) ## Lint and package charts/berth into bin/charts (helm push bin/charts/berth-<version>.tgz oci://<registry>/charts publishes it).
+	$(HELM) lint --strict charts/berth
+	$(HELM) package charts/berth --version $(CHART_VERSION) --app-version $(BERTH_VERSION) --destination $(BIN)/charts
+	@echo ">> $(BIN)/charts/berth-$(CHART_VERSION).tgz; push: $(HELM) push $(BIN)/charts/berth-$(CHART_VERSION).tgz oci://<registry>/charts"
+
 .PHONY: image
 image: ## Build the container image (needs a Docker engine; the build command is `make build`'s).
 	docker build --build-arg BERTH_VERSION=$(BERTH_VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) -t $(IMAGE) .
@@ -107,8 +127,8 @@ test-unit: ## Run unit tests with the race detector.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
 .PHONY: test-integration
-test-integration: build envtest-bin demo-driver $(KUSTOMIZE) ## Run the envtest integration suites (real kube-apiserver, etcd and metrics-server; the deploy suite runs bin/scheduler, kustomize and the demo driver).
-	BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) BERTH_DEMO_BIN=$(BIN)/berth-demo KUSTOMIZE=$(KUSTOMIZE) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
+test-integration: build envtest-bin demo-driver $(KUSTOMIZE) $(HELM) ## Run the envtest integration suites (real kube-apiserver, etcd and metrics-server; the deploy suite runs bin/scheduler, kustomize and the demo driver).
+	BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) BERTH_DEMO_BIN=$(BIN)/berth-demo KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
 
 .PHONY: test-bench-smoke
 test-bench-smoke: envtest-bin ## Run the scheduler_perf benchmark once at 100 nodes / 200 pods, every profile: it fails unless every pod is scheduled.
@@ -190,12 +210,13 @@ bench-gang: envtest-bin ## Gangs only: upstream's GangScheduling vs Berth's Cosc
 ##@ Development
 
 .PHONY: generate
-generate: ## Generate deep-copy, defaulting and conversion code for the plugin args.
+generate: $(HELM) ## Generate deep-copy, defaulting and conversion code for the plugin args, the CRDs, and manifests/second-scheduler from charts/berth.
 	hack/update-codegen.sh
+	HELM=$(HELM) hack/render-chart.sh
 
 .PHONY: verify
-verify: ## Check formatting, vet, generated code and go.mod tidiness (fails on a dirty tree).
-	hack/verify.sh
+verify: $(HELM) ## Check formatting, vet, generated code (the rendered chart included) and go.mod tidiness (fails on a dirty tree).
+	HELM=$(HELM) hack/verify.sh
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (installed from the Go module proxy at a pinned version).

@@ -14,6 +14,7 @@ go vet ./... || fail=1
 
 echo ">> generated code"
 hack/update-codegen.sh
+hack/render-chart.sh
 echo ">> go mod tidy (and the tools modules under hack/tools)"
 go mod tidy
 for mod in hack/tools/*/; do (cd "$mod" && go mod tidy); done

@@ -26,15 +26,15 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, err := decodeObjects(raw)
+	objs, err := DecodeObjects(raw)
 	if err != nil {
 		return nil, fmt.Errorf("decoding %s: %w", path, err)
 	}
 	return objs, nil
 }
 
-// decodeObjects decodes every YAML document of raw.
-func decodeObjects(raw []byte) ([]*unstructured.Unstructured, error) {
+// DecodeObjects decodes every YAML document of raw as unstructured objects.
+func DecodeObjects(raw []byte) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	var objs []*unstructured.Unstructured
 	for {
@@ -55,12 +55,7 @@ func decodeObjects(raw []byte) ([]*unstructured.Unstructured, error) {
 // objects on the API server, strictly: an unknown field is an error.
 // Existing objects are updated (dryRun: left alone).
 func (e *ControlPlane) Apply(ctx context.Context, objs []*unstructured.Unstructured, dryRun bool) error {
-	dc, err := discovery.NewDiscoveryClientForConfig(e.Config)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(e.Config)
+	resourceOf, err := e.resources()
 	if err != nil {
 		return err
 	}
@@ -70,15 +65,11 @@ func (e *ControlPlane) Apply(ctx context.Context, objs []*unstructured.Unstructu
 		create.DryRun, update.DryRun = []string{metav1.DryRunAll}, []string{metav1.DryRunAll}
 	}
 	for _, o := range objs {
-		gvk := o.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		ri, err := resourceOf(o)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
+			return err
 		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-		}
+		gvk := o.GroupVersionKind()
 		_, err = ri.Create(ctx, o, create)
 		if apierrors.IsAlreadyExists(err) && dryRun {
 			// The API server decodes, defaults, validates and admits an
@@ -97,6 +88,44 @@ func (e *ControlPlane) Apply(ctx context.Context, objs []*unstructured.Unstructu
 		}
 	}
 	return nil
+}
+
+// Delete deletes an object (found by its kind, namespace and name).
+func (e *ControlPlane) Delete(ctx context.Context, o *unstructured.Unstructured) error {
+	resourceOf, err := e.resources()
+	if err != nil {
+		return err
+	}
+	ri, err := resourceOf(o)
+	if err != nil {
+		return err
+	}
+	return ri.Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+}
+
+// resources returns a function giving an object's dynamic resource client,
+// with the API server's discovery cached for the function's lifetime.
+func (e *ControlPlane) resources() (func(*unstructured.Unstructured) (dynamic.ResourceInterface, error), error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(e.Config)
+	if err != nil {
+		return nil, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, err := dynamic.NewForConfig(e.Config)
+	if err != nil {
+		return nil, err
+	}
+	return func(o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
+		}
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			return dyn.Resource(m.Resource).Namespace(o.GetNamespace()), nil
+		}
+		return dyn.Resource(m.Resource), nil
+	}, nil
 }
 
 // KubeconfigAs writes a kubeconfig that authenticates as the suite's admin

@@ -91,7 +91,7 @@ func NewMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (_ *Met
 	if m.kubeconfig, err = m.writeKubeconfig(); err != nil {
 		return nil, err
 	}
-	objs, err := decodeObjects([]byte(registration(ns.NSIP)))
+	objs, err := DecodeObjects([]byte(registration(ns.NSIP)))
 	if err != nil {
 		return nil, err
 	}

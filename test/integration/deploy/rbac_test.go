@@ -147,15 +147,7 @@ func expectLoadAwareReadsMetrics(ctx SpecContext, name, profile, logPath string)
 // canI asks the API server whether the ServiceAccount may do attrs.
 func canI(ctx SpecContext, attrs authorizationv1.ResourceAttributes) bool {
 	GinkgoHelper()
-	sar, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:               serviceAccount,
-			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + berthNamespace, "system:authenticated"},
-			ResourceAttributes: &attrs,
-		},
-	}, metav1.CreateOptions{})
-	Expect(err).NotTo(HaveOccurred())
-	return sar.Status.Allowed
+	return canUser(ctx, serviceAccount, berthNamespace, attrs)
 }
 
 // startAsServiceAccount runs bin/scheduler with the ConfigMap's config, leader

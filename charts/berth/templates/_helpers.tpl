@@ -1,0 +1,61 @@
+{{/* Base name of every object: nameOverride, else the release name. */}}
+{{- define "berth.name" -}}
+{{- default .Release.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The Deployment's selector: the name alone, as manifests/second-scheduler
+had it before the chart (a selector cannot change on a live Deployment). */}}
+{{- define "berth.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "berth.name" . }}
+{{- end -}}
+
+{{- define "berth.labels" -}}
+{{ include "berth.selectorLabels" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: berth
+{{- end -}}
+
+{{- define "berth.serviceAccountName" -}}
+{{- default (include "berth.name" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "berth.leaseName" -}}
+{{- default (include "berth.name" .) .Values.leaderElection.resourceName -}}
+{{- end -}}
+
+{{/* The Lease's namespace; refuses the control plane scheduler's lease. */}}
+{{- define "berth.leaseNamespace" -}}
+{{- $ns := default .Release.Namespace .Values.leaderElection.resourceNamespace -}}
+{{- if and (eq $ns "kube-system") (eq (include "berth.leaseName" .) "kube-scheduler") -}}
+{{- fail "leaderElection: kube-system/kube-scheduler is the control plane scheduler's lease; a second scheduler taking it would stop the control plane's (set leaderElection.resourceName)" -}}
+{{- end -}}
+{{- $ns -}}
+{{- end -}}
+
+{{- define "berth.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
+{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
+{{- end -}}
+
+{{/* The KubeSchedulerConfiguration of the ConfigMap. */}}
+{{- define "berth.config" -}}
+{{- $profiles := list -}}
+{{- range $i, $p := .Values.profiles -}}
+{{- if and (eq $i 0) (not $p.schedulerName) -}}
+{{- $p = merge (dict "schedulerName" $.Values.schedulerName) $p -}}
+{{- end -}}
+{{- $profiles = append $profiles $p -}}
+{{- end -}}
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: true
+  resourceNamespace: {{ include "berth.leaseNamespace" . }}
+  resourceName: {{ include "berth.leaseName" . }}
+profiles:
+{{ toYaml $profiles }}
+{{- end -}}

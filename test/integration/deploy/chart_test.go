@@ -1,0 +1,203 @@
+package deploy
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
+)
+
+// helm runs the pinned helm (make test-integration builds it) and returns
+// its stdout; stderr is in the error.
+func helm(args ...string) (string, error) {
+	bin := os.Getenv("HELM")
+	Expect(bin).NotTo(BeEmpty(), "HELM is not set: run `make test-integration`, which builds helm")
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("helm %v: %w: %s", args, err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// chartValues are the install styles the chart is tested with (charts/berth/ci).
+var chartValues = []string{"", "single-replica-values.yaml", "ha-values.yaml", "all-plugins-values.yaml"}
+
+// renderChart renders the chart as release name in namespace ns with a
+// values file of charts/berth/ci ("" for the defaults), CRDs included.
+func renderChart(name, ns, values string, extra ...string) []*unstructured.Unstructured {
+	GinkgoHelper()
+	chart := filepath.Join(root, "charts", "berth")
+	args := []string{"template", name, chart, "--namespace", ns, "--include-crds"}
+	if values != "" {
+		args = append(args, "--values", filepath.Join(chart, "ci", values))
+	}
+	out, err := helm(append(args, extra...)...)
+	Expect(err).NotTo(HaveOccurred())
+	objs, err := sandbox.DecodeObjects([]byte(out))
+	Expect(err).NotTo(HaveOccurred())
+	return objs
+}
+
+// configOf writes the scheduler config of the rendered ConfigMap to a file.
+func configOf(objs []*unstructured.Unstructured, path string) string {
+	GinkgoHelper()
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" {
+			cfg, ok, err := unstructured.NestedString(o.Object, "data", schedulerConfigKey)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ok).To(BeTrue())
+			Expect(os.WriteFile(path, []byte(cfg), 0o600)).To(Succeed())
+			return cfg
+		}
+	}
+	Fail("the chart rendered no ConfigMap")
+	return ""
+}
+
+var _ = Describe("the Helm chart (charts/berth)", func() {
+	It("passes helm lint --strict with the defaults and each install style", func() {
+		for _, values := range chartValues {
+			args := []string{"lint", "--strict", filepath.Join(root, "charts", "berth")}
+			if values != "" {
+				args = append(args, "--values", filepath.Join(root, "charts", "berth", "ci", values))
+			}
+			out, err := helm(args...)
+			Expect(err).NotTo(HaveOccurred(), "values %q: %s", values, out)
+		}
+	})
+
+	It("renders objects the API server accepts and a config the scheduler loads, for each install style", func(ctx SpecContext) {
+		for i, values := range chartValues {
+			ns := fmt.Sprintf("berth-chart-%d", i)
+			objs := renderChart("berth-chart", ns, values)
+			Expect(configOf(objs, filepath.Join(env.Dir, ns+".yaml"))).NotTo(BeEmpty())
+			Expect(loadSchedulerConfig(filepath.Join(env.Dir, ns+".yaml"))).To(Succeed(), "values %q", values)
+			Expect(env.Apply(ctx, []*unstructured.Unstructured{namespace(ns)}, false)).To(Succeed())
+			dryRun(ctx, objs)
+		}
+	})
+
+	It("refuses a misspelt value, naming it, instead of deploying the defaults", func() {
+		bad := filepath.Join(env.Dir, "typo-values.yaml")
+		Expect(os.WriteFile(bad, []byte("replicas: 3\nimage:\n  tags: v9\n"), 0o600)).To(Succeed())
+		_, err := helm("template", "berth", filepath.Join(root, "charts", "berth"), "--values", bad)
+		Expect(err).To(MatchError(And(ContainSubstring("values don't meet the specifications of the schema"), ContainSubstring("replicas"), ContainSubstring("tags"))))
+	})
+
+	It("refuses the control plane scheduler's lease", func() {
+		_, err := helm("template", "kube-scheduler", filepath.Join(root, "charts", "berth"), "--namespace", "kube-system")
+		Expect(err).To(MatchError(ContainSubstring("kube-system/kube-scheduler is the control plane scheduler's lease")))
+	})
+
+	It("rolls the Deployment when the scheduler config changes", func() {
+		checksum := func(objs []*unstructured.Unstructured) string {
+			for _, o := range objs {
+				if o.GetKind() == "Deployment" {
+					v, _, _ := unstructured.NestedString(o.Object, "spec", "template", "metadata", "annotations", "checksum/config")
+					return v
+				}
+			}
+			return ""
+		}
+		before := checksum(renderChart("berth", "berth-system", ""))
+		Expect(before).NotTo(BeEmpty())
+		Expect(checksum(renderChart("berth", "berth-system", "", "--set", "logLevel=4"))).To(Equal(before), "a flag is not the config")
+		Expect(checksum(renderChart("berth", "berth-system", "", "--set", "schedulerName=other"))).NotTo(Equal(before))
+	})
+
+	// The HA install, installed for real under another release and
+	// namespace: its RBAC is enough to lead and schedule as its own
+	// ServiceAccount, and grants nothing on the control plane scheduler's lease.
+	It("installs the HA style under its own name: the scheduler leads on its lease and schedules as the chart's ServiceAccount", func(ctx SpecContext) {
+		const ns = "berth-ha"
+		objs := renderChart("berth-ha", ns, "ha-values.yaml")
+		Expect(env.Apply(ctx, []*unstructured.Unstructured{namespace(ns)}, false)).To(Succeed())
+		var setup []*unstructured.Unstructured
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "CustomResourceDefinition", "Deployment", "PodDisruptionBudget":
+			default:
+				setup = append(setup, o)
+			}
+		}
+		Expect(env.Apply(ctx, setup, false)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			for _, o := range setup {
+				if o.GetNamespace() == "" {
+					Expect(env.Delete(ctx, o)).To(Succeed())
+				}
+			}
+		})
+		sa := "system:serviceaccount:" + ns + ":berth-ha"
+		for _, verb := range []string{"get", "update"} {
+			Expect(canUser(ctx, sa, ns, authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: "kube-scheduler"})).
+				To(BeFalse(), "%s on kube-system/kube-scheduler's lease", verb)
+		}
+		Expect(canUser(ctx, sa, ns, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: "berth-ha"})).To(BeTrue())
+
+		_, err := sandbox.CreateNode(ctx, env.Client, sandbox.NodeSpec{Name: "chart-node", CPU: "8", Memory: "16Gi"})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.CoreV1().Nodes().Delete(ctx, "chart-node", metav1.DeleteOptions{})).To(Succeed())
+		})
+		kubeconfig, err := env.KubeconfigAs(sa, "berth-ha.kubeconfig")
+		Expect(err).NotTo(HaveOccurred())
+		raw := filepath.Join(env.Dir, "berth-ha-raw.yaml")
+		configOf(objs, raw)
+		cfg, err := sandbox.PrepareConfig(env.Dir, "berth-ha.yaml", kubeconfig, true, raw)
+		Expect(err).NotTo(HaveOccurred())
+		logPath := filepath.Join(env.Dir, "berth-ha.log")
+		p, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, logPath, "--v=2")
+		Expect(err).NotTo(HaveOccurred())
+		defer p.Stop()
+		Eventually(func() (string, error) {
+			l, err := env.Client.CoordinationV1().Leases(ns).Get(ctx, "berth-ha", metav1.GetOptions{})
+			if err != nil || l.Spec.HolderIdentity == nil {
+				return "", err
+			}
+			return *l.Spec.HolderIdentity, nil
+		}).ShouldNot(BeEmpty(), "scheduler log: %s", logPath)
+		_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: "default", Name: "chart-pod", SchedulerName: "berth-scheduler", CPU: "100m"})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.CoreV1().Pods("default").Delete(ctx, "chart-pod", *metav1.NewDeleteOptions(0))).To(Succeed())
+		})
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, "default", "chart-pod")).Should(Equal("chart-node"), "scheduler log: %s", logPath)
+		log, err := os.ReadFile(logPath)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(log)).NotTo(ContainSubstring("is forbidden"), "scheduler log %s has a denied request", logPath)
+	})
+})
+
+func namespace(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("v1")
+	u.SetKind("Namespace")
+	u.SetName(name)
+	return u
+}
+
+// canUser asks the API server whether a ServiceAccount of ns may do attrs.
+func canUser(ctx SpecContext, user, ns string, attrs authorizationv1.ResourceAttributes) bool {
+	GinkgoHelper()
+	sar, err := env.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               user,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &attrs,
+		},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return sar.Status.Allowed
+}
