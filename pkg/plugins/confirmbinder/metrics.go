@@ -44,5 +44,10 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(confirmations, conflicts, confirmDuration)
+		// Every result on /metrics from the start, at 0: the conflict-rate
+		// alert divides by them all.
+		for _, r := range []string{resultSkipped, resultFit, resultConflict, resultError} {
+			confirmations.WithLabelValues(r)
+		}
 	})
 }

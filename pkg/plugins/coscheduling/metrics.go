@@ -44,5 +44,9 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(rejectionsTotal, bindFailuresTotal, statusWritesTotal, gangLatency)
+		// Every result on /metrics from the start, at 0 (the status-writer panel).
+		for _, r := range []string{"ok", "conflict", "error"} {
+			statusWritesTotal.WithLabelValues(r)
+		}
 	})
 }

@@ -40,6 +40,10 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(deniedTotal, preemptionsTotal, statusWritesTotal)
+		// Both results on /metrics from the start, at 0 (the status-writer alert).
+		for _, r := range []string{"ok", "error"} {
+			statusWritesTotal.WithLabelValues(r)
+		}
 		legacyregistry.CustomMustRegister(&quotaCollector{})
 	})
 }

@@ -1,0 +1,22 @@
+package elasticquota
+
+import (
+	"testing"
+
+	"github.com/berth-scheduler/berth/pkg/metricstest"
+)
+
+// The status-writer alert reads the error series: both results must be on
+// /metrics from registration, at 0.
+func TestStatusWriteSeriesExistFromRegistration(t *testing.T) {
+	registerMetrics()
+	got := map[string]bool{}
+	for _, v := range metricstest.LabelValues(t, "berth_elasticquota_status_writes_total", "result") {
+		got[v] = true
+	}
+	for _, r := range []string{"ok", "error"} {
+		if !got[r] {
+			t.Errorf("no series berth_elasticquota_status_writes_total{result=%q} after registration", r)
+		}
+	}
+}
