@@ -6,17 +6,24 @@
 //
 // The signal is client-go's leader-election metrics hook, its one public
 // callback on acquiring and losing a lease: this package installs a
-// leaderelection.MetricsProvider when it is imported (the first provider
-// installed in a process wins; kube-scheduler installs none).
+// leaderelection.MetricsProvider when it is imported. client-go keeps the
+// first provider installed in a process, and this package initializes before
+// component-base's (kube-scheduler's main imports that one for its
+// leader_election_* metrics), so this provider also records those two metrics,
+// with upstream's names, help and labels: Berth's /metrics has them as
+// kube-scheduler's does.
 package leadership
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
+	k8smetrics "k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 var (
@@ -30,18 +37,46 @@ func init() {
 	leaderelection.SetProvider(provider{})
 }
 
+// kube-scheduler's leader-election metrics (component-base's
+// metrics/prometheus/clientgo/leaderelection defines them; this provider
+// stands in for that one's, see the package comment).
+var (
+	masterStatus = k8smetrics.NewGaugeVec(&k8smetrics.GaugeOpts{
+		Name:           "leader_election_master_status",
+		StabilityLevel: k8smetrics.ALPHA,
+		Help:           "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make sure to group by name.",
+	}, []string{"name"})
+	slowpath = k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
+		Name:           "leader_election_slowpath_total",
+		StabilityLevel: k8smetrics.ALPHA,
+		Help:           "Total number of slow path exercised in renewing leader leases. 'name' is the string used to identify the lease. Please make sure to group by name.",
+	}, []string{"name"})
+	registerOnce sync.Once
+)
+
 type provider struct{}
 
+// NewLeaderMetric is called when a leader elector is created; the metrics
+// are registered then, as upstream's are.
 func (provider) NewLeaderMetric() leaderelection.LeaderMetric {
+	registerOnce.Do(func() { legacyregistry.MustRegister(masterStatus, slowpath) })
 	configured.Store(true)
 	return metric{}
 }
 
 type metric struct{}
 
-func (metric) On(string)                { leading.Store(true) }
-func (metric) Off(string)               { leading.Store(false) }
-func (metric) SlowpathExercised(string) {}
+func (metric) On(name string) {
+	leading.Store(true)
+	masterStatus.WithLabelValues(name).Set(1)
+}
+
+func (metric) Off(name string) {
+	leading.Store(false)
+	masterStatus.WithLabelValues(name).Set(0)
+}
+
+func (metric) SlowpathExercised(name string) { slowpath.WithLabelValues(name).Inc() }
 
 // State reports whether a leader elector runs in this process and, if so,
 // whether it holds its lease. Before the scheduler creates its elector (after
