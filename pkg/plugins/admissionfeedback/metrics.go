@@ -49,6 +49,12 @@ var (
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(refusalsTotal, nodesSkipped, blackHoleNodes, rememberedRefusals, refusalsEvicted)
+		// Every reason label reasonLabel gives, at 0, for the dashboard.
+		for r := range knownReasons {
+			refusalsTotal.WithLabelValues(r)
+		}
+		refusalsTotal.WithLabelValues("OutOfExtendedResource")
+		refusalsTotal.WithLabelValues("Other")
 	})
 }
 

@@ -39,11 +39,18 @@ var (
 	})
 
 	registerOnce sync.Once
+
+	// rejectionReasons are every reason rejectionsTotal records, on /metrics
+	// from registration (at 0) for the dashboard and alerts.
+	rejectionReasons = []string{"min-resources", "gang-failed", "member-unschedulable", "member-released", "timeout", "yielded"}
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(rejectionsTotal, bindFailuresTotal, statusWritesTotal, gangLatency)
+		for _, r := range rejectionReasons {
+			rejectionsTotal.WithLabelValues(r)
+		}
 		// Every result on /metrics from the start, at 0 (the status-writer panel).
 		for _, r := range []string{"ok", "conflict", "error"} {
 			statusWritesTotal.WithLabelValues(r)

@@ -20,3 +20,16 @@ func TestStatusWriteSeriesExistFromRegistration(t *testing.T) {
 		}
 	}
 }
+
+func TestRejectionReasonSeriesExistFromRegistration(t *testing.T) {
+	registerMetrics()
+	got := map[string]bool{}
+	for _, v := range metricstest.LabelValues(t, "berth_coscheduling_rejections_total", "reason") {
+		got[v] = true
+	}
+	for _, r := range rejectionReasons {
+		if !got[r] {
+			t.Errorf("no series berth_coscheduling_rejections_total{reason=%q} after registration", r)
+		}
+	}
+}

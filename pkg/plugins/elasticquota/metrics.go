@@ -44,6 +44,13 @@ func registerMetrics() {
 		for _, r := range []string{"ok", "error"} {
 			statusWritesTotal.WithLabelValues(r)
 		}
+		// Every denial reason and preemption kind, at 0, for the dashboard.
+		for _, r := range []string{reasonMax, reasonBorrow, reasonNoQuota} {
+			deniedTotal.WithLabelValues(r)
+		}
+		for _, k := range []string{kindReclaim, kindOwnNamespace, kindNoQuota} {
+			preemptionsTotal.WithLabelValues(k)
+		}
 		legacyregistry.CustomMustRegister(&quotaCollector{})
 	})
 }

@@ -20,3 +20,25 @@ func TestStatusWriteSeriesExistFromRegistration(t *testing.T) {
 		}
 	}
 }
+
+func TestDenialAndPreemptionSeriesExistFromRegistration(t *testing.T) {
+	registerMetrics()
+	for metric, want := range map[string][]string{
+		"berth_elasticquota_denied_total":      {reasonMax, reasonBorrow, reasonNoQuota},
+		"berth_elasticquota_preemptions_total": {kindReclaim, kindOwnNamespace, kindNoQuota},
+	} {
+		label := "reason"
+		if metric == "berth_elasticquota_preemptions_total" {
+			label = "kind"
+		}
+		got := map[string]bool{}
+		for _, v := range metricstest.LabelValues(t, metric, label) {
+			got[v] = true
+		}
+		for _, w := range want {
+			if !got[w] {
+				t.Errorf("no series %s{%s=%q} after registration", metric, label, w)
+			}
+		}
+	}
+}
