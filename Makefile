@@ -55,6 +55,14 @@ HELM_MOD := hack/tools/helm
 HELM_VERSION := $(shell cd $(HELM_MOD) && $(GO) list -m -f '{{.Version}}' helm.sh/helm/v4)
 HELM := $(BIN)/helm-$(HELM_VERSION)
 
+# The chart's monitoring bundle: prometheus-operator's ServiceMonitor and
+# PrometheusRule CRDs for the test API server, from its Go module at this
+# version (the module holds the manifests), and promcheck (Prometheus' PromQL
+# parser, hack/tools/promcheck).
+PROM_OPERATOR_VERSION := v0.85.0
+PROM_OPERATOR_CRDS := $(BIN)/crds/prometheus-operator-$(PROM_OPERATOR_VERSION)
+PROMCHECK := $(BIN)/promcheck
+
 KUSTOMIZE_VERSION := v5.8.0
 KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
 
@@ -113,6 +121,15 @@ chart: $(HELM) ## Lint and package charts/berth into bin/charts (helm push bin/c
 	$(HELM) package charts/berth --version $(CHART_VERSION) --app-version $(BERTH_VERSION) --destination $(BIN)/charts
 	@echo ">> $(BIN)/charts/berth-$(CHART_VERSION).tgz; push: $(HELM) push $(BIN)/charts/berth-$(CHART_VERSION).tgz oci://<registry>/charts"
 
+$(PROM_OPERATOR_CRDS):
+	@echo ">> prometheus-operator $(PROM_OPERATOR_VERSION) CRDs (ServiceMonitor, PrometheusRule) from its Go module"
+	dir=$$($(GO) mod download -json github.com/prometheus-operator/prometheus-operator@$(PROM_OPERATOR_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+		mkdir -p $@.tmp && cp $$dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml \
+		$$dir/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml $@.tmp/ && mv $@.tmp $@
+
+$(PROMCHECK): hack/tools/promcheck/main.go hack/tools/promcheck/go.mod hack/tools/promcheck/go.sum
+	cd hack/tools/promcheck && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -o $@ .
+
 .PHONY: image
 image: ## Build the container image (needs a Docker engine; the build command is `make build`'s).
 	docker build --build-arg BERTH_VERSION=$(BERTH_VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) -t $(IMAGE) .
@@ -127,8 +144,8 @@ test-unit: ## Run unit tests with the race detector.
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
 .PHONY: test-integration
-test-integration: build envtest-bin demo-driver $(KUSTOMIZE) $(HELM) ## Run the envtest integration suites (real kube-apiserver, etcd and metrics-server; the deploy suite runs bin/scheduler, kustomize and the demo driver).
-	BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) BERTH_DEMO_BIN=$(BIN)/berth-demo KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
+test-integration: build envtest-bin demo-driver $(KUSTOMIZE) $(HELM) $(PROM_OPERATOR_CRDS) $(PROMCHECK) ## Run the envtest integration suites (real kube-apiserver, etcd and metrics-server; the deploy suite runs bin/scheduler, kustomize and the demo driver).
+	BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) BERTH_DEMO_BIN=$(BIN)/berth-demo KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) BERTH_MONITORING_CRDS=$(PROM_OPERATOR_CRDS) PROMCHECK=$(PROMCHECK) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
 
 .PHONY: test-bench-smoke
 test-bench-smoke: envtest-bin ## Run the scheduler_perf benchmark once at 100 nodes / 200 pods, every profile: it fails unless every pod is scheduled.
