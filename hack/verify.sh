@@ -9,8 +9,11 @@ if [[ -n $unformatted ]]; then
   echo "gofmt needed on:"; echo "$unformatted"; fail=1
 fi
 
-echo ">> go vet"
+echo ">> go vet (and the tools modules with code)"
 go vet ./... || fail=1
+for mod in hack/tools/*/; do
+  if compgen -G "$mod*.go" >/dev/null; then (cd "$mod" && go vet ./...) || fail=1; fi
+done
 
 echo ">> generated code"
 hack/update-codegen.sh
