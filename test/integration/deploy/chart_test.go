@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -123,22 +124,7 @@ var _ = Describe("the Helm chart (charts/berth)", func() {
 		const ns = "berth-ha"
 		objs := renderChart("berth-ha", ns, "ha-values.yaml")
 		Expect(env.Apply(ctx, []*unstructured.Unstructured{namespace(ns)}, false)).To(Succeed())
-		var setup []*unstructured.Unstructured
-		for _, o := range objs {
-			switch o.GetKind() {
-			case "CustomResourceDefinition", "Deployment", "PodDisruptionBudget":
-			default:
-				setup = append(setup, o)
-			}
-		}
-		Expect(env.Apply(ctx, setup, false)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) {
-			for _, o := range setup {
-				if o.GetNamespace() == "" {
-					Expect(env.Delete(ctx, o)).To(Succeed())
-				}
-			}
-		})
+		applyRendered(ctx, objs, append(rbacKinds, "ConfigMap")...)
 		sa := "system:serviceaccount:" + ns + ":berth-ha"
 		for _, verb := range []string{"get", "update"} {
 			Expect(canUser(ctx, sa, ns, authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: verb, Group: "coordination.k8s.io", Resource: "leases", Name: "kube-scheduler"})).
@@ -151,15 +137,7 @@ var _ = Describe("the Helm chart (charts/berth)", func() {
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(env.Client.CoreV1().Nodes().Delete(ctx, "chart-node", metav1.DeleteOptions{})).To(Succeed())
 		})
-		kubeconfig, err := env.KubeconfigAs(sa, "berth-ha.kubeconfig")
-		Expect(err).NotTo(HaveOccurred())
-		raw := filepath.Join(env.Dir, "berth-ha-raw.yaml")
-		configOf(objs, raw)
-		cfg, err := sandbox.PrepareConfig(env.Dir, "berth-ha.yaml", kubeconfig, true, raw)
-		Expect(err).NotTo(HaveOccurred())
-		logPath := filepath.Join(env.Dir, "berth-ha.log")
-		p, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, logPath, "--v=2")
-		Expect(err).NotTo(HaveOccurred())
+		p, logPath, _ := startRendered(objs, sa, "berth-ha")
 		defer p.Stop()
 		Eventually(func() (string, error) {
 			l, err := env.Client.CoordinationV1().Leases(ns).Get(ctx, "berth-ha", metav1.GetOptions{})
@@ -179,6 +157,46 @@ var _ = Describe("the Helm chart (charts/berth)", func() {
 		Expect(string(log)).NotTo(ContainSubstring("is forbidden"), "scheduler log %s has a denied request", logPath)
 	})
 })
+
+// applyRendered applies the rendered objects of the given kinds for real;
+// the cluster-scoped ones are deleted when the spec ends.
+func applyRendered(ctx SpecContext, objs []*unstructured.Unstructured, kinds ...string) {
+	GinkgoHelper()
+	var setup []*unstructured.Unstructured
+	for _, o := range objs {
+		if slices.Contains(kinds, o.GetKind()) {
+			setup = append(setup, o)
+		}
+	}
+	Expect(env.Apply(ctx, setup, false)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) {
+		for _, o := range setup {
+			if o.GetNamespace() == "" {
+				Expect(env.Delete(ctx, o)).To(Succeed())
+			}
+		}
+	})
+}
+
+// rbacKinds are what a scheduler needs applied to run as the chart's ServiceAccount.
+var rbacKinds = []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+
+// startRendered runs bin/scheduler with the rendered config, leader election
+// on, as ServiceAccount sa (impersonated), logging to name.log; extra flags
+// follow. It returns the process, the log's path and the kubeconfig.
+func startRendered(objs []*unstructured.Unstructured, sa, name string, extra ...string) (*sandbox.Process, string, string) {
+	GinkgoHelper()
+	kubeconfig, err := env.KubeconfigAs(sa, name+".kubeconfig")
+	Expect(err).NotTo(HaveOccurred())
+	raw := filepath.Join(env.Dir, name+"-raw.yaml")
+	configOf(objs, raw)
+	cfg, err := sandbox.PrepareConfig(env.Dir, name+".yaml", kubeconfig, true, raw)
+	Expect(err).NotTo(HaveOccurred())
+	logPath := filepath.Join(env.Dir, name+".log")
+	p, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, logPath, append([]string{"--v=2"}, extra...)...)
+	Expect(err).NotTo(HaveOccurred())
+	return p, logPath, kubeconfig
+}
 
 func namespace(name string) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}

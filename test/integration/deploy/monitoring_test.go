@@ -76,21 +76,7 @@ var _ = Describe("the chart's monitoring bundle", Ordered, func() {
 	})
 
 	It("lets Prometheus' ServiceAccount scrape /metrics, and only it; every name the alerts and panels read is on that live /metrics", func(ctx SpecContext) {
-		var setup []*unstructured.Unstructured
-		for _, o := range objs {
-			switch o.GetKind() {
-			case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
-				setup = append(setup, o)
-			}
-		}
-		Expect(env.Apply(ctx, setup, false)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) {
-			for _, o := range setup {
-				if o.GetNamespace() == "" {
-					Expect(env.Delete(ctx, o)).To(Succeed())
-				}
-			}
-		})
+		applyRendered(ctx, objs, rbacKinds...)
 		for _, name := range []string{promSA, "someone-else"} {
 			_, err := env.Client.CoreV1().ServiceAccounts(promNS).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
@@ -111,18 +97,12 @@ var _ = Describe("the chart's monitoring bundle", Ordered, func() {
 			Expect(env.Client.CoreV1().Nodes().Delete(ctx, "mon-node", metav1.DeleteOptions{})).To(Succeed())
 		})
 		sa := "system:serviceaccount:" + ns + ":" + release
-		kubeconfig, err := env.KubeconfigAs(sa, "berth-mon.kubeconfig")
-		Expect(err).NotTo(HaveOccurred())
-		raw := filepath.Join(env.Dir, "berth-mon-raw.yaml")
-		configOf(objs, raw)
-		cfg, err := sandbox.PrepareConfig(env.Dir, "berth-mon.yaml", kubeconfig, true, raw)
+		kubeconfig, err := env.KubeconfigAs(sa, "berth-mon-authn.kubeconfig")
 		Expect(err).NotTo(HaveOccurred())
 		port := freePort()
-		logPath := filepath.Join(env.Dir, "berth-mon.log")
-		p, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, logPath, "--v=2",
+		p, logPath, _ := startRendered(objs, sa, "berth-mon",
 			"--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--cert-dir="+filepath.Join(env.Dir, "berth-mon-certs"),
 			"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig)
-		Expect(err).NotTo(HaveOccurred())
 		defer p.Stop()
 
 		url := fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
