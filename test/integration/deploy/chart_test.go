@@ -137,7 +137,7 @@ var _ = Describe("the Helm chart (charts/berth)", func() {
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(env.Client.CoreV1().Nodes().Delete(ctx, "chart-node", metav1.DeleteOptions{})).To(Succeed())
 		})
-		p, logPath, _ := startRendered(objs, sa, "berth-ha")
+		p, logPath := startRendered(objs, sa, "berth-ha")
 		defer p.Stop()
 		Eventually(func() (string, error) {
 			l, err := env.Client.CoordinationV1().Leases(ns).Get(ctx, "berth-ha", metav1.GetOptions{})
@@ -183,8 +183,8 @@ var rbacKinds = []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", 
 
 // startRendered runs bin/scheduler with the rendered config, leader election
 // on, as ServiceAccount sa (impersonated), logging to name.log; extra flags
-// follow. It returns the process, the log's path and the kubeconfig.
-func startRendered(objs []*unstructured.Unstructured, sa, name string, extra ...string) (*sandbox.Process, string, string) {
+// follow. It returns the process and the log's path.
+func startRendered(objs []*unstructured.Unstructured, sa, name string, extra ...string) (*sandbox.Process, string) {
 	GinkgoHelper()
 	kubeconfig, err := env.KubeconfigAs(sa, name+".kubeconfig")
 	Expect(err).NotTo(HaveOccurred())
@@ -195,7 +195,7 @@ func startRendered(objs []*unstructured.Unstructured, sa, name string, extra ...
 	logPath := filepath.Join(env.Dir, name+".log")
 	p, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, logPath, append([]string{"--v=2"}, extra...)...)
 	Expect(err).NotTo(HaveOccurred())
-	return p, logPath, kubeconfig
+	return p, logPath
 }
 
 func namespace(name string) *unstructured.Unstructured {

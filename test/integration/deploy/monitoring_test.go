@@ -100,7 +100,7 @@ var _ = Describe("the chart's monitoring bundle", Ordered, func() {
 		kubeconfig, err := env.KubeconfigAs(sa, "berth-mon-authn.kubeconfig")
 		Expect(err).NotTo(HaveOccurred())
 		port := freePort()
-		p, logPath, _ := startRendered(objs, sa, "berth-mon",
+		p, logPath := startRendered(objs, sa, "berth-mon",
 			"--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--cert-dir="+filepath.Join(env.Dir, "berth-mon-certs"),
 			"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig)
 		defer p.Stop()
