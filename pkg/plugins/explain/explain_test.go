@@ -209,6 +209,20 @@ func (s *sim) result(pod *v1.Pod) *Result {
 	return r
 }
 
+// events waits until Explain has recorded n events and takes them: its writer
+// patches the pod's annotation first and records the event after, so the
+// annotation result waits for can be there before the event is.
+func (s *sim) events(n int) []string {
+	s.t.Helper()
+	if err := wait.PollUntilContextTimeout(s.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return len(s.rec.Events()) >= n, nil
+	}); err != nil {
+		s.t.Fatalf("%d event(s) wanted, have %q: %v", n, s.rec.Events(), err)
+	}
+	_, evs := s.rec.Take()
+	return evs
+}
+
 func asking(name, cpu string) *v1.Pod {
 	return st.MakePod().Namespace("default").Name(name).UID(name).Annotation(AnnotationRequest, "true").
 		Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu, v1.ResourceMemory: "1Gi"}).Obj()
@@ -264,7 +278,7 @@ func TestPlacedExplanationMatchesTheCycle(t *testing.T) {
 	if diff := cmp.Diff(wantRej, r.Rejections); diff != "" {
 		t.Errorf("rejections (-want,+got):\n%s", diff)
 	}
-	_, evs := s.rec.Take()
+	evs := s.events(1)
 	if len(evs) != 1 || !strings.HasPrefix(evs[0], fmt.Sprintf("Normal Explained web: placed on %s, rank 1 of 2 scored (2 of 5 nodes feasible): won by ", out.node)) {
 		t.Errorf("events %q", evs)
 	}
@@ -298,7 +312,7 @@ func TestPendingExplanationNamesTheNearestNodes(t *testing.T) {
 	if diff := cmp.Diff(wantNearest, r.Nearest); diff != "" {
 		t.Errorf("nearest (-want,+got):\n%s", diff)
 	}
-	_, evs := s.rec.Take()
+	evs := s.events(1)
 	want := "Normal Explained huge: fits none of 5 nodes: NodeResourcesFit 4 (Insufficient cpu), TaintToleration 1 (node(s) had untolerated taint(s)); nearest big: short 1 cpu"
 	if len(evs) != 1 || evs[0] != want {
 		t.Errorf("events %q, want %q", evs, want)
