@@ -31,3 +31,18 @@ func LabelValues(t *testing.T, name, label string) []string {
 	}
 	return values
 }
+
+// ExpectSeries fails t unless metric has a series for each of values of
+// label (zero-valued series count: they are what registration creates).
+func ExpectSeries(t *testing.T, metric, label string, values ...string) {
+	t.Helper()
+	have := map[string]bool{}
+	for _, v := range LabelValues(t, metric, label) {
+		have[v] = true
+	}
+	for _, v := range values {
+		if !have[v] {
+			t.Errorf("no series %s{%s=%q}", metric, label, v)
+		}
+	}
+}

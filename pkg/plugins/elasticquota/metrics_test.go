@@ -10,35 +10,11 @@ import (
 // /metrics from registration, at 0.
 func TestStatusWriteSeriesExistFromRegistration(t *testing.T) {
 	registerMetrics()
-	got := map[string]bool{}
-	for _, v := range metricstest.LabelValues(t, "berth_elasticquota_status_writes_total", "result") {
-		got[v] = true
-	}
-	for _, r := range []string{"ok", "error"} {
-		if !got[r] {
-			t.Errorf("no series berth_elasticquota_status_writes_total{result=%q} after registration", r)
-		}
-	}
+	metricstest.ExpectSeries(t, "berth_elasticquota_status_writes_total", "result", "ok", "error")
 }
 
 func TestDenialAndPreemptionSeriesExistFromRegistration(t *testing.T) {
 	registerMetrics()
-	for metric, want := range map[string][]string{
-		"berth_elasticquota_denied_total":      {reasonMax, reasonBorrow, reasonNoQuota},
-		"berth_elasticquota_preemptions_total": {kindReclaim, kindOwnNamespace, kindNoQuota},
-	} {
-		label := "reason"
-		if metric == "berth_elasticquota_preemptions_total" {
-			label = "kind"
-		}
-		got := map[string]bool{}
-		for _, v := range metricstest.LabelValues(t, metric, label) {
-			got[v] = true
-		}
-		for _, w := range want {
-			if !got[w] {
-				t.Errorf("no series %s{%s=%q} after registration", metric, label, w)
-			}
-		}
-	}
+	metricstest.ExpectSeries(t, "berth_elasticquota_denied_total", "reason", reasonMax, reasonBorrow, reasonNoQuota)
+	metricstest.ExpectSeries(t, "berth_elasticquota_preemptions_total", "kind", kindReclaim, kindOwnNamespace, kindNoQuota)
 }
