@@ -41,6 +41,8 @@ type MetricsServer struct {
 	// apiLis forwards metrics-server's connections to kube-apiserver, which
 	// listens on loopback only, from the host's end of the veth pair.
 	apiLis net.Listener
+	// client reads metrics.k8s.io through the API server, as the admin.
+	client metricsclient.Interface
 	proc   *Process
 	starts int
 }
@@ -77,6 +79,9 @@ func NewMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (_ *Met
 			m.Close()
 		}
 	}()
+	if m.client, err = metricsclient.NewForConfig(cp.Config); err != nil {
+		return nil, err
+	}
 	if m.apiLis, err = net.Listen("tcp", net.JoinHostPort(ns.HostIP, "0")); err != nil {
 		return nil, err
 	}
@@ -135,16 +140,12 @@ func (m *MetricsServer) Start(ctx context.Context) error {
 
 // waitServing polls a NodeMetrics list through the API server.
 func (m *MetricsServer) waitServing(ctx context.Context) error {
-	client, err := metricsclient.NewForConfig(m.cp.Config)
-	if err != nil {
-		return err
-	}
 	var last error
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if m.proc.Exited() {
 			return false, fmt.Errorf("metrics-server exited; the end of its log:\n%s", logTail(m.LogPath(), 20))
 		}
-		_, last = client.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
+		_, last = m.client.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
 		return last == nil, nil
 	})
 	if err != nil {
@@ -167,6 +168,16 @@ func logTail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// NodeCPU is node's CPU usage in cores as the API server serves it through
+// metrics-server (an error until metrics-server reports the node).
+func (m *MetricsServer) NodeCPU(ctx context.Context, node string) (float64, error) {
+	nm, err := m.client.MetricsV1beta1().NodeMetricses().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	return nm.Usage.Cpu().AsApproximateFloat64(), nil
 }
 
 // Endpoint is metrics-server's address, the one its EndpointSlice names.

@@ -10,8 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
-
 	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
@@ -143,13 +141,8 @@ var _ = Describe("LoadAware", Serial, func() {
 // completed more than an interval after the metrics became visible, which
 // leaves the fast profile a full interval to list them.
 func waitForMetrics(ctx SpecContext, node string, minCPU float64) {
-	client, err := metricsclient.NewForConfig(env.Config)
-	Expect(err).NotTo(HaveOccurred())
-	Eventually(func(g Gomega) {
-		m, err := client.MetricsV1beta1().NodeMetricses().Get(ctx, node, metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(m.Usage.Cpu().AsApproximateFloat64()).To(BeNumerically(">", minCPU))
-	}, "45s", "500ms").Should(Succeed(), "metrics-server log: %s", metricsServer.LogPath())
+	Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, node) }, "45s", "500ms").
+		Should(BeNumerically(">", minCPU), "metrics-server log: %s", metricsServer.LogPath())
 	visible := float64(time.Now().UnixNano()) / 1e9
 	Eventually(func() (float64, error) {
 		return framework.Gauge("berth_loadaware_last_refresh_timestamp_seconds", nil)

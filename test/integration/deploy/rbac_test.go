@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/ptr"
 
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -118,13 +117,8 @@ func createHotNode(ctx SpecContext) {
 		Expect(env.Client.CoreV1().Nodes().Delete(ctx, hotNode, metav1.DeleteOptions{})).To(Succeed())
 	})
 	Expect(metricsServer.Kubelets.Serve(ctx, env.Client, hotNode, "7900m", "2Gi")).To(Succeed())
-	client, err := metricsclient.NewForConfig(env.Config)
-	Expect(err).NotTo(HaveOccurred())
-	Eventually(func(g Gomega) {
-		m, err := client.MetricsV1beta1().NodeMetricses().Get(ctx, hotNode, metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(m.Usage.Cpu().AsApproximateFloat64()).To(BeNumerically(">", 7))
-	}, "45s", "500ms").Should(Succeed(), "metrics-server log: %s", metricsServer.LogPath())
+	Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, hotNode) }, "45s", "500ms").
+		Should(BeNumerically(">", 7), "metrics-server log: %s", metricsServer.LogPath())
 }
 
 // expectLoadAwareReadsMetrics creates a pod of profile that only hotNode
