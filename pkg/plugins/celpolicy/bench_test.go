@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -188,6 +189,37 @@ func BenchmarkCycle(b *testing.B) {
 				PreScore: pl.PreScore,
 				Score:    pl.Score,
 			}, nodes, cyclebench.HarnessPods(1000))
+		})
+	}
+}
+
+// apiServerPod is a pod as the scheduler's informer holds it: the fields the
+// API server sets (managedFields, status conditions) beside the spec.
+func apiServerPod() *v1.Pod {
+	p := cyclebench.HarnessPods(1)[0]
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "scheduler_perf", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:tier":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"pause\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{},"f:resources":{}}}}}`)}}}
+	p.Status = v1.PodStatus{Phase: v1.PodPending, QOSClass: v1.PodQOSGuaranteed, Conditions: []v1.PodCondition{
+		{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: "Unschedulable", Message: "0/5000 nodes are available"}}}
+	return p
+}
+
+// BenchmarkPodValue reports the conversion of a pod for the harness's match
+// expressions: the whole pod, and the projection the rules need.
+func BenchmarkPodValue(b *testing.B) {
+	pl := benchPlugin(b, harnessRules...)
+	pod := apiServerPod()
+	for _, bc := range []struct {
+		name string
+		proj *projection
+	}{{"whole", &projection{whole: true}}, {"projected", pl.podProj}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := pl.env.podVal(pod, bc.proj); err != nil {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -37,7 +37,10 @@ type CELPolicy struct {
 	// needNode / needNodeInfo: some expression reads that variable, so the
 	// per-node state must carry its value.
 	needNode, needNodeInfo bool
-	cache                  *nodeCache
+	// podProj, nodeProj: the fields of pods and nodes the rules can read,
+	// the only ones converted to CEL.
+	podProj, nodeProj *projection
+	cache             *nodeCache
 	counters               []ruleCounters
 	// matches holds recent pods' match results by UID: the scheduling queue
 	// signs a pod when it is added or updated, and PreFilter runs later,
@@ -118,6 +121,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	registerMetrics()
 	pl := &CELPolicy{env: env, rules: rules, counters: make([]ruleCounters, len(rules)), matches: lru.New(matchCacheSize)}
+	pl.podProj, pl.nodeProj = projections(rules)
 	for i, r := range rules {
 		policy := string(config.CELFailurePolicyFail)
 		if r.ignoreErrors {
@@ -242,7 +246,7 @@ func (s *preFilterState) Clone() fwk.StateData { return s }
 // matchPod evaluates every rule's match for pod. It runs once per cycle and
 // from queueing hints.
 func (pl *CELPolicy) matchPod(logger klog.Logger, pod *v1.Pod) (*preFilterState, error) {
-	podVal, err := pl.env.podVal(pod)
+	podVal, err := pl.env.podVal(pod, pl.podProj)
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +359,7 @@ func (pl *CELPolicy) nodeStateFor(logger klog.Logger, ni fwk.NodeInfo) *nodeStat
 		scoreOK:    make([]outcome, len(pl.rules)),
 	}
 	if pl.needNode {
-		nv, err := pl.env.nodeVal(node)
+		nv, err := pl.env.nodeVal(node, pl.nodeProj)
 		if err != nil {
 			nv = types.WrapErr(err)
 		}
@@ -693,11 +697,11 @@ func (pl *CELPolicy) nodeValsFor(oldNode, newNode *v1.Node) (ref.Val, ref.Val, e
 	}
 	v := &nodeVals{oldNode: oldNode, newNode: newNode}
 	var err error
-	if v.newVal, err = pl.env.nodeVal(newNode); err != nil {
+	if v.newVal, err = pl.env.nodeVal(newNode, pl.nodeProj); err != nil {
 		return nil, nil, err
 	}
 	if oldNode != nil {
-		if v.oldVal, err = pl.env.nodeVal(oldNode); err != nil {
+		if v.oldVal, err = pl.env.nodeVal(oldNode, pl.nodeProj); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -2,6 +2,7 @@ package celpolicy
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -174,16 +175,17 @@ func typeQuantities(s *spec.Schema) {
 }
 
 // podVal and nodeVal expose API objects to CEL with the API's field names,
-// as plain maps (see typedPaths).
-func (e *celEnv) podVal(pod *v1.Pod) (ref.Val, error) {
-	return e.objectVal(pod, e.podPaths)
+// as plain maps (see typedPaths), holding the fields proj says the
+// expressions can read.
+func (e *celEnv) podVal(pod *v1.Pod, proj *projection) (ref.Val, error) {
+	return e.objectVal(proj.apply(pod), e.podPaths)
 }
 
-func (e *celEnv) nodeVal(node *v1.Node) (ref.Val, error) {
-	return e.objectVal(node, e.nodePaths)
+func (e *celEnv) nodeVal(node *v1.Node, proj *projection) (ref.Val, error) {
+	return e.objectVal(proj.apply(node), e.nodePaths)
 }
 
-func (e *celEnv) objectVal(obj runtime.Object, paths *typedPaths) (ref.Val, error) {
+func (e *celEnv) objectVal(obj any, paths *typedPaths) (ref.Val, error) {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return nil, fmt.Errorf("converting %T for CEL: %w", obj, err)
@@ -194,8 +196,9 @@ func (e *celEnv) objectVal(obj runtime.Object, paths *typedPaths) (ref.Val, erro
 
 // expr is one compiled expression and the variables it reads.
 type expr struct {
-	prg   cel.Program
-	reads map[string]bool
+	prg     cel.Program
+	reads   map[string]bool
+	checked *ast.AST
 }
 
 func (x *expr) readsPod() bool      { return x != nil && x.reads[varPod] }
@@ -259,7 +262,7 @@ func (e *celEnv) compileExpr(path *field.Path, text string, want resultKind, all
 	if err != nil {
 		return nil, field.InternalError(path, fmt.Errorf("building program: %w", err))
 	}
-	return &expr{prg: prg, reads: reads}, nil
+	return &expr{prg: prg, reads: reads, checked: checked.NativeRep()}, nil
 }
 
 // sizeEstimator bounds the size of lists and maps in an expression from the
@@ -315,6 +318,22 @@ func referencedVariables(a *ast.AST) map[string]bool {
 		}
 	}
 	return reads
+}
+
+// projections are what the rules' expressions can read of the pod and of the node.
+func projections(rules []*compiledRule) (pod, node *projection) {
+	pod, node = newProjection(), newProjection()
+	for _, r := range rules {
+		for _, x := range []*expr{r.match, r.filter, r.score} {
+			if x != nil {
+				pod.addExpr(x.checked, varPod)
+				node.addExpr(x.checked, varNode)
+			}
+		}
+	}
+	pod.compile(reflect.TypeFor[*v1.Pod]())
+	node.compile(reflect.TypeFor[*v1.Node]())
+	return pod, node
 }
 
 // compiledRule is a rule ready to run; reasons are built once here so that
