@@ -41,7 +41,7 @@ type CELPolicy struct {
 	// the only ones converted to CEL.
 	podProj, nodeProj *projection
 	cache             *nodeCache
-	counters               []ruleCounters
+	counters          []ruleCounters
 	// matches holds recent pods' match results by UID: the scheduling queue
 	// signs a pod when it is added or updated, and PreFilter runs later,
 	// after a burst of other pods perhaps; this saves the second evaluation.

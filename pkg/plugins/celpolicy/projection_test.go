@@ -32,7 +32,7 @@ func TestProjectionKeepsWhatRulesRead(t *testing.T) {
 		{name: "containers", match: "pod.spec.containers.exists(c, 'nvidia.com/gpu' in c.resources.?requests.orValue({}))", filter: "!node.spec.unschedulable",
 			podFields: map[string]map[string]bool{"spec": {"containers": true}}, nodeFields: map[string]map[string]bool{"spec": {"unschedulable": true}}},
 		{name: "presence and status", match: "has(pod.spec.nodeSelector) && pod.status.phase == 'Pending' && pod.metadata.name == 'train'",
-			filter: "node.status.capacity['cpu'] == '8'",
+			filter:     "node.status.capacity['cpu'] == '8'",
 			podFields:  map[string]map[string]bool{"spec": {"nodeSelector": true}, "status": {"phase": true}, "metadata": {"name": true}},
 			nodeFields: map[string]map[string]bool{"status": {"capacity": true}}},
 		{name: "whole top-level field", match: "[pod.metadata].size() == 1 && pod.spec.priority == 7", filter: "node.metadata.name == 'n1'",
