@@ -223,3 +223,24 @@ func BenchmarkPodValue(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLabelIndexPreFilter reports PreFilter for a pod whose rule is a
+// label-only filter, at 5,000 nodes of which 5 % carry the label: the
+// snapshot check (a pointer per node) and the cached answer.
+func BenchmarkLabelIndexPreFilter(b *testing.B) {
+	pl := benchPlugin(b, config.CELPolicyRule{Name: "gpu-only", Filter: "node.metadata.labels.?gpu.orValue('') == 'true'"})
+	nodes := cyclebench.HarnessNodes(benchNodes)
+	for i := 0; i < len(nodes); i += 20 {
+		nodes[i].Labels["gpu"] = "true"
+	}
+	list := cyclebench.NodeInfos(nodes, nil)
+	ctx := klog.NewContext(b.Context(), klog.Background())
+	pod := cyclebench.HarnessPods(1)[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		res, s := pl.PreFilter(ctx, framework.NewCycleState(), pod, list)
+		if !s.IsSuccess() || res.NodeNames.Len() != benchNodes/20 {
+			b.Fatalf("PreFilter: %v, %d nodes", s, res.NodeNames.Len())
+		}
+	}
+}

@@ -41,6 +41,8 @@ type CELPolicy struct {
 	// the only ones converted to CEL.
 	podProj, nodeProj *projection
 	cache             *nodeCache
+	// index answers the filters that only read node labels (nil: none do).
+	index *labelIndex
 	counters          []ruleCounters
 	// matches holds recent pods' match results by UID: the scheduling queue
 	// signs a pod when it is added or updated, and PreFilter runs later,
@@ -137,6 +139,15 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		pl.needNodeInfo = pl.needNodeInfo || r.filter.readsNodeInfo() || r.score.readsNodeInfo()
 	}
 	pl.cache = newNodeCache(!pl.needNodeInfo)
+	var queries []*labelQuery
+	for _, r := range rules {
+		if r.query = labelQueryOf(r.filter); r.query != nil {
+			queries = append(queries, r.query)
+		}
+	}
+	if len(queries) > 0 {
+		pl.index = newLabelIndex(queries)
+	}
 	if h != nil {
 		pl.snapshot = h.SnapshotSharedLister()
 	}
@@ -236,6 +247,8 @@ type preFilterState struct {
 	matched []int
 	// filters says whether a matched rule has a filter.
 	filters bool
+	// indexed are the matched rules whose filter the label index answers.
+	indexed []*compiledRule
 	// failed is the first rule whose match failed under policy Fail:
 	// PreFilter rejects the pod with its error reason.
 	failed *compiledRule
@@ -273,6 +286,9 @@ func (pl *CELPolicy) matchPod(logger klog.Logger, pod *v1.Pod) (*preFilterState,
 		}
 		s.matched = append(s.matched, i)
 		s.filters = s.filters || r.filter != nil
+		if r.query != nil {
+			s.indexed = append(s.indexed, r)
+		}
 	}
 	return s, nil
 }
@@ -310,8 +326,11 @@ func (pl *CELPolicy) readsPod(s *preFilterState) bool {
 }
 
 // PreFilter evaluates the rules' match expressions once for the pod. A pod
-// that no rule with a filter matches is skipped by Filter.
-func (pl *CELPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+// that no rule with a filter matches is skipped by Filter. When a matched
+// rule's filter reads nothing but node labels, the label index answers it
+// for the cycle's snapshot: the PreFilterResult names exactly the nodes
+// whose labels can pass, so no plugin filters or scores the others.
+func (pl *CELPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	s, err := pl.matchPodOnce(klog.FromContext(ctx), pod)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
@@ -324,7 +343,26 @@ func (pl *CELPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	if !s.filters {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	if len(s.indexed) > 0 && len(nodes) > 0 {
+		return pl.indexedNodes(klog.FromContext(ctx), pod, s, nodes)
+	}
 	return nil, nil
+}
+
+// indexedNodes is the PreFilterResult of the pod's label-only filters.
+func (pl *CELPolicy) indexedNodes(logger klog.Logger, pod *v1.Pod, s *preFilterState, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	queries := make([]*labelQuery, len(s.indexed))
+	for i, r := range s.indexed {
+		queries[i] = r.query
+	}
+	names := pl.index.candidates(nodes, queries)
+	logger.V(5).Info("CELPolicy label index", "pod", klog.KObj(pod), "nodes", names.Len(), "of", len(nodes))
+	if names.Len() == 0 {
+		indexResults.WithLabelValues("no_nodes").Inc()
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, s.indexed[0].rejectReason)
+	}
+	indexResults.WithLabelValues("narrowed").Inc()
+	return &fwk.PreFilterResult{NodeNames: names}, nil
 }
 
 // PreFilterExtensions returns nil: the rules' view of a node comes from the

@@ -348,6 +348,8 @@ type compiledRule struct {
 	rejectReason  string
 	errorReason   string
 	filterCodeRes bool // filter reads nodeInfo: preemption may help
+	// query is the filter as a label query, when it reads only node labels.
+	query *labelQuery
 }
 
 // compileRules compiles every rule; all errors are returned together.

@@ -29,12 +29,22 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"rule"})
 
+	indexResults = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "label_index_cycles_total",
+		Help:           "Scheduling cycles whose pod matched a rule with a label-only filter, answered from the label index: narrowed (PreFilter named the matching nodes) or no_nodes (no node has the labels; the pod is unschedulable).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(evaluations, runtimeErrors, clampedScores)
+		legacyregistry.MustRegister(evaluations, runtimeErrors, clampedScores, indexResults)
+		for _, r := range []string{"narrowed", "no_nodes"} {
+			indexResults.WithLabelValues(r)
+		}
 	})
 }
 
