@@ -42,8 +42,8 @@ type CELPolicy struct {
 	podProj, nodeProj *projection
 	cache             *nodeCache
 	// index answers the filters that only read node labels (nil: none do).
-	index *labelIndex
-	counters          []ruleCounters
+	index    *labelIndex
+	counters []ruleCounters
 	// matches holds recent pods' match results by UID: the scheduling queue
 	// signs a pod when it is added or updated, and PreFilter runs later,
 	// after a burst of other pods perhaps; this saves the second evaluation.
