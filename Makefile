@@ -180,34 +180,39 @@ race-report: build envtest-bin ## Measure overcommitted nodes with two scheduler
 ##@ Benchmarks
 
 BENCH_COUNT ?= 5
+BENCH_FULL_COUNT ?= 7
 BENCH_DIR = $(BIN)/bench
-# Runs BENCH_COUNT rounds of every profile at one size — one harness run per
-# round, so the profiles interleave and each round has its own default-profile
-# baseline — then the plugins' micro-benchmarks, then writes
-# docs/benchmarks.md from all sizes measured so far (bin/bench/<size>).
+# The test cases make bench-full runs at 5,000 nodes: the two profiles whose
+# ratio operators read (Default, AllPlugins) and the constrained-pods pair.
+BENCH_FULL_CASES = ^(Default|AllPlugins|GPUAffinity|GPUCELPolicy)$$
+# Runs $(2) rounds of the test cases matching $(3) at one size — one harness
+# run per round, so the profiles interleave and each round has its own
+# baseline — with a CPU profile of each measured phase, then the plugins'
+# micro-benchmarks, then writes docs/benchmarks.md from all sizes measured
+# so far (bin/bench/<size>).
 define run-bench
 	rm -rf $(BENCH_DIR)/$(1) && mkdir -p $(BENCH_DIR)/$(1)
 	cd test/bench && $(GO) test -c -o $(BENCH_DIR)/bench.test .
-	cd test/bench && for round in $$(seq $(BENCH_COUNT)); do \
-		echo ">> $(1): round $$round of $(BENCH_COUNT)"; \
-		PATH="$(ENVTEST_DIR):$$PATH" $(BENCH_DIR)/bench.test -test.run '^$$' -test.bench . -test.benchtime 1x -test.timeout 300m \
-			-perf-scheduling-label-filter $(1) -data-items-dir $(BENCH_DIR)/$(1) > $(BENCH_DIR)/$(1)-$$round.log 2>&1 \
+	@start=$$(date +%s); cd test/bench && for round in $$(seq $(2)); do \
+		echo ">> $(1): round $$round of $(2)"; \
+		PATH="$(ENVTEST_DIR):$$PATH" $(BENCH_DIR)/bench.test -test.run '^$$' -test.bench 'BenchmarkPerfScheduling/$(3)/' -test.benchtime 1x -test.timeout 300m \
+			-perf-scheduling-label-filter $(1) -perf-cpuprofile -data-items-dir $(BENCH_DIR)/$(1) > $(BENCH_DIR)/$(1)-$$round.log 2>&1 \
 			|| { tail -100 $(BENCH_DIR)/$(1)-$$round.log; exit 1; }; \
 		awk '/^BenchmarkPerfScheduling\// { for (i = 2; i <= NF; i++) if ($$i == "SchedulingThroughput/Average") print "   " $$1 ": " $$(i-1) " pods/s" }' $(BENCH_DIR)/$(1)-$$round.log; \
-	done
+	done; echo "$$(( $$(date +%s) - start ))" > $(BENCH_DIR)/$(1)-seconds
 	$(GO) test -count=3 -run '^$$' -bench . -benchmem ./pkg/plugins/... | tee $(BENCH_DIR)/micro.txt
-	$(GO) run ./hack/benchreport -data $(BENCH_DIR)/quick,$(BENCH_DIR)/full -micro $(BENCH_DIR)/micro.txt -notes docs/benchmarks-analysis.md -out docs/benchmarks.md \
-		-k8s $(K8S_VERSION) -command "make bench / make bench-full (BENCH_COUNT=$(BENCH_COUNT))"
+	cd hack/benchreport && $(GO) run . -data $(BENCH_DIR)/quick,$(BENCH_DIR)/full -micro $(BENCH_DIR)/micro.txt -notes $(CURDIR)/docs/benchmarks-analysis.md -out $(CURDIR)/docs/benchmarks.md \
+		-k8s $(K8S_VERSION) -command "make bench (BENCH_COUNT=$(BENCH_COUNT)) / make bench-full (BENCH_FULL_COUNT=$(BENCH_FULL_COUNT))"
 	@echo ">> wrote docs/benchmarks.md"
 endef
 
 .PHONY: bench
 bench: envtest-bin ## Benchmark every profile on scheduler_perf, 500 nodes / 1,000 pods, BENCH_COUNT rounds; write docs/benchmarks.md.
-	$(call run-bench,quick)
+	$(call run-bench,quick,$(BENCH_COUNT),.*)
 
 .PHONY: bench-full
-bench-full: envtest-bin ## Same at 5,000 nodes / 10,000 pods (about 2 min per profile and round on 2 cores).
-	$(call run-bench,full)
+bench-full: envtest-bin ## Default, AllPlugins and the GPU pair at 5,000 nodes, BENCH_FULL_COUNT rounds (about 7 min a round on 2 cores); write docs/benchmarks.md.
+	$(call run-bench,full,$(BENCH_FULL_COUNT),$(BENCH_FULL_CASES))
 
 .PHONY: bench-gang
 bench-gang: envtest-bin ## Gangs only: upstream's GangScheduling vs Berth's Coscheduling, 500 nodes / 100 gangs of 10, BENCH_COUNT rounds; write docs/benchmarks-gang.md.
