@@ -2,9 +2,7 @@ package celpolicy
 
 import (
 	"context"
-	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -243,12 +241,12 @@ func TestNodeCacheFollowsNodeObject(t *testing.T) {
 	if s := filterResult(t, pl, batchPod, ni); !s.IsSuccess() {
 		t.Fatalf("spot node rejected: %v", s)
 	}
-	built := pl.cache.lookup(node.Name).state.Load()
+	built := pl.cache.states.Load(node.Name)
 	ni.AddPod(st.MakePod().Name("p").Obj()) // moves the generation, same Node object
 	if s := filterResult(t, pl, batchPod, ni); !s.IsSuccess() {
 		t.Fatalf("after a pod was added: %v", s)
 	}
-	if pl.cache.lookup(node.Name).state.Load() != built {
+	if pl.cache.states.Load(node.Name) != built {
 		t.Errorf("state rebuilt although the Node object did not change")
 	}
 	updated := node.DeepCopy()
@@ -409,51 +407,5 @@ func TestSignPodAndPreFilterMatchOnce(t *testing.T) {
 	pl.PreFilter(ctx, framework.NewCycleState(), pod, nil)
 	if n := value(t, pl.counters[0].match.isTrue) - before; n != 2 {
 		t.Errorf("match evaluated %v times after an update, want 2", n)
-	}
-}
-
-// The node cache publishes new nodes in batches and drops deleted ones; every
-// node put is found at once, from any goroutine, and gone once removed.
-func TestNodeCacheSlots(t *testing.T) {
-	c := newNodeCache(true)
-	const n = 1000
-	nodes := make([]*v1.Node, n)
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := w; i < n; i += 4 {
-				nodes[i] = st.MakeNode().Name(fmt.Sprintf("n-%d", i)).Obj()
-				c.put(nodes[i].Name, &nodeState{nodeObj: nodes[i]})
-				if c.get(nodes[i].Name, 0, nodes[i]) == nil {
-					t.Errorf("node %d not found right after put", i)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if got := c.len(); got != n {
-		t.Fatalf("len = %d, want %d", got, n)
-	}
-	if pending := len(c.pending); pending > n/8+16 {
-		t.Errorf("%d nodes still pending publication", pending)
-	}
-	for i := 0; i < n; i += 2 {
-		c.remove(nodes[i].Name)
-	}
-	for i, node := range nodes {
-		if found := c.get(node.Name, 0, node) != nil; found != (i%2 == 1) {
-			t.Errorf("node %d: found %v after removing the even nodes", i, found)
-		}
-	}
-	if got := c.len(); got != n/2 {
-		t.Errorf("len = %d after removals, want %d", got, n/2)
-	}
-	if published := len(*c.slots.Load()); published > n/2+n/8 {
-		t.Errorf("%d slots published for %d nodes: removed slots are not dropped", published, n/2)
-	}
-	// A removed node put again is found again.
-	c.put(nodes[0].Name, &nodeState{nodeObj: nodes[0]})
-	if c.get(nodes[0].Name, 0, nodes[0]) == nil {
-		t.Error("node put after removal not found")
 	}
 }
