@@ -207,7 +207,13 @@ func isDaemonSetPod(pod *v1.Pod) bool {
 	return false
 }
 
-type podState struct{ est estimate }
+// podState is what PreFilter (or PreScore) learns once per cycle: the pod's
+// estimate, and the cycle's clock for judging samples' age (read once, not
+// per node: a clock read costs as much as the rest of a Filter call).
+type podState struct {
+	est estimate
+	now time.Time
+}
 
 func (s *podState) Clone() fwk.StateData { return s }
 
@@ -217,7 +223,7 @@ func (pl *LoadAware) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.
 	if isDaemonSetPod(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(preFilterStateKey, &podState{est: pl.estimateOf(pod)})
+	state.Write(preFilterStateKey, &podState{est: pl.estimateOf(pod), now: pl.now()})
 	return nil, nil
 }
 
@@ -247,7 +253,7 @@ const (
 )
 
 // freshSample returns the node's sample if it is valid and younger than metricsExpiration.
-func (pl *LoadAware) freshSample(node *v1.Node, missing, stale, invalid metrics.CounterMetric) (sample, sampleState) {
+func (pl *LoadAware) freshSample(node *v1.Node, now time.Time, missing, stale, invalid metrics.CounterMetric) (sample, sampleState) {
 	s, ok := pl.source.sample(node)
 	switch {
 	case !ok:
@@ -256,7 +262,7 @@ func (pl *LoadAware) freshSample(node *v1.Node, missing, stale, invalid metrics.
 	case s.invalid:
 		invalid.Inc()
 		return s, sampleInvalid
-	case pl.now().Sub(s.timestamp) > pl.expiration:
+	case now.Sub(s.timestamp) > pl.expiration:
 		stale.Inc()
 		return s, sampleMissing
 	}
@@ -316,7 +322,7 @@ func (pl *LoadAware) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		return fwk.AsStatus(err)
 	}
 	node := nodeInfo.Node()
-	smp, st := pl.freshSample(node, pl.missingFilter, pl.staleFilter, pl.invalidFilter)
+	smp, st := pl.freshSample(node, s.now, pl.missingFilter, pl.staleFilter, pl.invalidFilter)
 	if st != sampleFresh {
 		if pl.rejectMissing {
 			pl.filteredMissing.Inc()
@@ -361,7 +367,7 @@ func (pl *LoadAware) rememberRejected(pod *v1.Pod) {
 func (pl *LoadAware) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	s, err := readState(state, preFilterStateKey)
 	if err != nil {
-		s = &podState{est: pl.estimateOf(pod)}
+		s = &podState{est: pl.estimateOf(pod), now: pl.now()}
 	}
 	state.Write(preScoreStateKey, s)
 	return nil
@@ -378,7 +384,7 @@ func (pl *LoadAware) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, n
 	node := nodeInfo.Node()
 	alloc := nodeInfo.GetAllocatable()
 	var cpu, mem int64
-	switch smp, st := pl.freshSample(node, pl.missingScore, pl.staleScore, pl.invalidScore); st {
+	switch smp, st := pl.freshSample(node, s.now, pl.missingScore, pl.staleScore, pl.invalidScore); st {
 	case sampleFresh:
 		pend := pl.tracker.pending(node.Name, smp.timestamp)
 		cpu = pl.usage(smp.cpuMilli, alloc.GetMilliCPU(), pend.cpuMilli)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/berth-scheduler/berth/pkg/slotmap"
 )
 
 // sample is a node's measured usage at a point in time.
@@ -169,8 +170,8 @@ type annotationSource struct {
 	// always): a Filter on a snapshot older than a node's deletion must not
 	// cache the node again after the deletion handler forgot it.
 	exists func(nodeName string) bool
-	mu     sync.RWMutex
-	cache  map[string]parsedAnnotation
+	// cache is read by Filter and Score for every node: a slotmap, no lock.
+	cache *slotmap.Map[parsedAnnotation]
 }
 
 type parsedAnnotation struct {
@@ -180,17 +181,14 @@ type parsedAnnotation struct {
 }
 
 func newAnnotationSource(key string) *annotationSource {
-	return &annotationSource{key: key, now: time.Now, cache: map[string]parsedAnnotation{}}
+	return &annotationSource{key: key, now: time.Now, cache: slotmap.New[parsedAnnotation]()}
 }
 
 func (s *annotationSource) sample(node *v1.Node) (sample, bool) {
-	s.mu.RLock()
-	p, found := s.cache[node.Name]
-	s.mu.RUnlock()
-	if found && p.resourceVersion == node.ResourceVersion {
+	if p := s.cache.Load(node.Name); p != nil && p.resourceVersion == node.ResourceVersion {
 		return p.sample, p.ok
 	}
-	p = parsedAnnotation{resourceVersion: node.ResourceVersion}
+	p := parsedAnnotation{resourceVersion: node.ResourceVersion}
 	if v, ok := node.Annotations[s.key]; ok {
 		u, err := parseAnnotation(v, s.now())
 		if err != nil {
@@ -203,21 +201,11 @@ func (s *annotationSource) sample(node *v1.Node) (sample, bool) {
 		p.sample, p.ok = u, true
 	}
 	if s.exists == nil || s.exists(node.Name) {
-		s.mu.Lock()
-		s.cache[node.Name] = p
-		s.mu.Unlock()
+		s.cache.Store(node.Name, &p)
 	}
 	return p.sample, p.ok
 }
 
-func (s *annotationSource) forget(nodeName string) {
-	s.mu.Lock()
-	delete(s.cache, nodeName)
-	s.mu.Unlock()
-}
+func (s *annotationSource) forget(nodeName string) { s.cache.Delete(nodeName) }
 
-func (s *annotationSource) len() int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return len(s.cache)
-}
+func (s *annotationSource) len() int { return s.cache.Len() }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-scheduler/berth/pkg/slotmap"
 )
 
 // estimate is what a pod is expected to use.
@@ -35,15 +37,36 @@ func (p assignedPod) includedBy(ts time.Time, grace time.Duration) bool {
 // tracker remembers the pods assigned to nodes recently (assumed by this
 // scheduler in Reserve, or seen bound by the pod informer), so that a burst
 // of pods does not land on the node that looked idle at the last sample.
+//
+// Filter and Score read a node's pods from 16 goroutines for every node of
+// every cycle, while Reserve and the pod informer write: the readers get
+// each node's pods as an immutable slice from a slotmap (no lock, no map
+// lookup per pod), which the writers replace under mu.
 type tracker struct {
 	grace  time.Duration
-	mu     sync.RWMutex
+	mu     sync.Mutex
 	pods   map[types.UID]assignedPod
 	byNode map[string]map[types.UID]struct{}
+	// onNode: node -> its pods' entries, rebuilt when one of them changes.
+	onNode *slotmap.Map[[]assignedPod]
 }
 
 func newTracker(grace time.Duration) *tracker {
-	return &tracker{grace: grace, pods: map[types.UID]assignedPod{}, byNode: map[string]map[types.UID]struct{}{}}
+	return &tracker{grace: grace, pods: map[types.UID]assignedPod{}, byNode: map[string]map[types.UID]struct{}{}, onNode: slotmap.New[[]assignedPod]()}
+}
+
+// publishLocked rebuilds the readers' view of the node's pods.
+func (t *tracker) publishLocked(node string) {
+	uids := t.byNode[node]
+	if len(uids) == 0 {
+		t.onNode.Delete(node)
+		return
+	}
+	pods := make([]assignedPod, 0, len(uids))
+	for uid := range uids {
+		pods = append(pods, t.pods[uid])
+	}
+	t.onNode.Store(node, &pods)
 }
 
 // add records the pod, or for a pod already known on the same node, its new
@@ -56,6 +79,7 @@ func (t *tracker) add(uid types.UID, p assignedPod) {
 		if old.node == p.node {
 			old.startedAt = p.startedAt
 			t.pods[uid] = old
+			t.publishLocked(p.node)
 			return
 		}
 		t.removeLocked(uid)
@@ -65,6 +89,7 @@ func (t *tracker) add(uid types.UID, p assignedPod) {
 		t.byNode[p.node] = map[types.UID]struct{}{}
 	}
 	t.byNode[p.node][uid] = struct{}{}
+	t.publishLocked(p.node)
 	estimatedPods.Set(float64(len(t.pods)))
 }
 
@@ -86,17 +111,20 @@ func (t *tracker) removeLocked(uid types.UID) {
 			delete(t.byNode, p.node)
 		}
 	}
+	t.publishLocked(p.node)
 	estimatedPods.Set(float64(len(t.pods)))
 }
 
 // pending sums the estimates of the pods on node that a sample taken at
 // since does not include.
 func (t *tracker) pending(node string, since time.Time) estimate {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
 	var sum estimate
-	for uid := range t.byNode[node] {
-		if p := t.pods[uid]; !p.includedBy(since, t.grace) {
+	pods := t.onNode.Load(node)
+	if pods == nil {
+		return sum
+	}
+	for _, p := range *pods {
+		if !p.includedBy(since, t.grace) {
 			sum.cpuMilli += p.est.cpuMilli
 			sum.memBytes += p.est.memBytes
 		}
@@ -120,7 +148,7 @@ func (t *tracker) prune(samples func(node string) (time.Time, bool), maxAge time
 }
 
 func (t *tracker) len() int {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return len(t.pods)
 }
