@@ -201,7 +201,7 @@ define run-bench
 		awk '/^BenchmarkPerfScheduling\// { for (i = 2; i <= NF; i++) if ($$i == "SchedulingThroughput/Average") print "   " $$1 ": " $$(i-1) " pods/s" }' $(BENCH_DIR)/$(1)-$$round.log; \
 	done; echo "$$(( $$(date +%s) - start ))" > $(BENCH_DIR)/$(1)-seconds
 	$(GO) test -count=3 -run '^$$' -bench . -benchmem ./pkg/plugins/... | tee $(BENCH_DIR)/micro.txt
-	cd hack/benchreport && $(GO) run . -data $(BENCH_DIR)/quick,$(BENCH_DIR)/full -micro $(BENCH_DIR)/micro.txt -notes $(CURDIR)/docs/benchmarks-analysis.md -out $(CURDIR)/docs/benchmarks.md \
+	cd hack/tools/benchreport && $(GO) run . -data $(BENCH_DIR)/quick,$(BENCH_DIR)/full -micro $(BENCH_DIR)/micro.txt -notes $(CURDIR)/docs/benchmarks-analysis.md -out $(CURDIR)/docs/benchmarks.md \
 		-k8s $(K8S_VERSION) -command "make bench (BENCH_COUNT=$(BENCH_COUNT)) / make bench-full (BENCH_FULL_COUNT=$(BENCH_FULL_COUNT))"
 	@echo ">> wrote docs/benchmarks.md"
 endef
@@ -225,7 +225,7 @@ bench-gang: envtest-bin ## Gangs only: upstream's GangScheduling vs Berth's Cosc
 			|| { tail -100 $(BENCH_DIR)/gang-$$round.log; exit 1; }; \
 		awk '/^BenchmarkPerfScheduling\// { for (i = 2; i <= NF; i++) if ($$i == "SchedulingThroughput/Average") print "   " $$1 ": " $$(i-1) " pods/s" }' $(BENCH_DIR)/gang-$$round.log; \
 	done
-	$(GO) run ./hack/benchreport -data $(BENCH_DIR)/gang -out docs/benchmarks-gang.md \
+	cd hack/tools/benchreport && $(GO) run . -data $(BENCH_DIR)/gang -out $(CURDIR)/docs/benchmarks-gang.md -charts=false \
 		-k8s $(K8S_VERSION) -command "make bench-gang (BENCH_COUNT=$(BENCH_COUNT))"
 	@echo ">> wrote docs/benchmarks-gang.md"
 
