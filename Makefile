@@ -202,16 +202,28 @@ define run-bench
 	done; echo "$$(( $$(date +%s) - start ))" > $(BENCH_DIR)/$(1)-seconds
 	$(GO) test -count=3 -run '^$$' -bench . -benchmem ./pkg/plugins/... | tee $(BENCH_DIR)/micro.txt
 	cd hack/tools/benchreport && $(GO) run . -data $(BENCH_DIR)/quick,$(BENCH_DIR)/full -micro $(BENCH_DIR)/micro.txt -notes $(CURDIR)/docs/benchmarks-analysis.md -out $(CURDIR)/docs/benchmarks.md \
-		-k8s $(K8S_VERSION) -command "make bench (BENCH_COUNT=$(BENCH_COUNT)) / make bench-full (BENCH_FULL_COUNT=$(BENCH_FULL_COUNT))"
+		-extra $(BENCH_DIR)/abba.md -k8s $(K8S_VERSION) -command "make bench (BENCH_COUNT=$(BENCH_COUNT)) / make bench-full (BENCH_FULL_COUNT=$(BENCH_FULL_COUNT))"
 	@echo ">> wrote docs/benchmarks.md"
 endef
+
+# Upstream's kube-scheduler from the same release, built as bin/scheduler is
+# (same flags, Kubernetes' version ldflags), for the ABBA comparison.
+$(BIN)/kube-scheduler: go.mod go.sum
+	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+
+.PHONY: bench-abba
+bench-abba: build envtest-bin $(BIN)/kube-scheduler ## Berth's binary vs upstream's kube-scheduler, default profile, ABBA order (PAIRS=4), 500 nodes / 2,000 pods; writes bin/bench/abba.md.
+	@mkdir -p $(BENCH_DIR)
+	$(TOOL_BUILD_CMD) -o $(BIN)/berth-abba ./hack/abba
+	$(BIN)/berth-abba --berth $(BIN)/scheduler --upstream $(BIN)/kube-scheduler --assets $(ENVTEST_DIR) --pairs $(or $(PAIRS),4) \
+		--out $(BENCH_DIR)/abba.md --command "make bench-abba PAIRS=$(or $(PAIRS),4)"
 
 .PHONY: bench
 bench: envtest-bin ## Benchmark every profile on scheduler_perf, 500 nodes / 1,000 pods, BENCH_COUNT rounds; write docs/benchmarks.md.
 	$(call run-bench,quick,$(BENCH_COUNT),.*)
 
 .PHONY: bench-full
-bench-full: envtest-bin ## Default, AllPlugins and the GPU pair at 5,000 nodes, BENCH_FULL_COUNT rounds (about 7 min a round on 2 cores); write docs/benchmarks.md.
+bench-full: envtest-bin bench-abba ## The ABBA comparison, then Default, AllPlugins and the GPU pair at 5,000 nodes, BENCH_FULL_COUNT rounds (about 7 min a round on 2 cores); write docs/benchmarks.md.
 	$(call run-bench,full,$(BENCH_FULL_COUNT),$(BENCH_FULL_CASES))
 
 .PHONY: bench-gang

@@ -79,6 +79,10 @@ func run(dataDir, micro, out, command, k8s, notes, extra string, charts bool) er
 			continue
 		}
 		raw, err := os.ReadFile(f)
+		if os.IsNotExist(err) {
+			fmt.Fprintf(os.Stderr, "benchreport: %s not found, left out\n", f)
+			continue
+		}
 		if err != nil {
 			return err
 		}
