@@ -358,13 +358,11 @@ func num(v float64) string {
 
 // target is one of issue #18's gates.
 type target struct {
-	what      string
-	profile   string
-	workload  func(string) bool
-	f         figure
-	limit     float64
-	atMost    bool
-	isPerNode bool
+	what    string
+	profile string
+	f       figure
+	limit   float64
+	atMost  bool
 }
 
 // writeTargets states each target as met or missed from the data.

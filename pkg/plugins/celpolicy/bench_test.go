@@ -198,7 +198,7 @@ func BenchmarkCycle(b *testing.B) {
 func apiServerPod() *v1.Pod {
 	p := cyclebench.HarnessPods(1)[0]
 	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "scheduler_perf", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:tier":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"pause\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{},"f:resources":{}}}}}`)}}}
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:tier":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"pause\"}":{".":{},"f:image":{},"f:name":{},"f:ports":{},"f:resources":{}}}}}`)}}
 	p.Status = v1.PodStatus{Phase: v1.PodPending, QOSClass: v1.PodQOSGuaranteed, Conditions: []v1.PodCondition{
 		{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: "Unschedulable", Message: "0/5000 nodes are available"}}}
 	return p
