@@ -3,6 +3,8 @@ package loadaware
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -466,5 +468,36 @@ func TestPodDeletedHint(t *testing.T) {
 				t.Errorf("hint = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// pending's shortcut (a sample older than every pod's inclusion counts all
+// of them) agrees with checking each pod, on random pods and sample times.
+func TestTrackerPendingMatchesEachPod(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 18))
+	base := now
+	for trial := range 500 {
+		tr := newTracker(time.Duration(rng.IntN(60)) * time.Second)
+		var pods []assignedPod
+		for i := range 1 + rng.IntN(6) {
+			p := assignedPod{node: "n", est: estimate{cpuMilli: int64(1 + rng.IntN(1000)), memBytes: int64(1 + rng.IntN(1<<30))},
+				at: base.Add(time.Duration(rng.IntN(120)) * time.Second)}
+			if rng.IntN(2) == 0 {
+				p.startedAt = p.at.Add(time.Duration(rng.IntN(60)) * time.Second)
+			}
+			pods = append(pods, p)
+			tr.add(types.UID(fmt.Sprintf("p%d", i)), p)
+		}
+		since := base.Add(time.Duration(rng.IntN(240)) * time.Second)
+		var want estimate
+		for _, p := range pods {
+			if !p.includedBy(since, tr.grace) {
+				want.cpuMilli += p.est.cpuMilli
+				want.memBytes += p.est.memBytes
+			}
+		}
+		if got := tr.pending("n", since); got != want {
+			t.Fatalf("trial %d: pending = %+v, each pod says %+v (pods %+v, since %s)", trial, got, want, pods, since)
+		}
 	}
 }

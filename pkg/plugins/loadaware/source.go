@@ -175,6 +175,9 @@ type annotationSource struct {
 }
 
 type parsedAnnotation struct {
+	// node is the object parsed: the same object is the same annotation
+	// (compared first: no string to read), else an equal resourceVersion.
+	node            *v1.Node
 	resourceVersion string
 	sample          sample
 	ok              bool
@@ -185,10 +188,10 @@ func newAnnotationSource(key string) *annotationSource {
 }
 
 func (s *annotationSource) sample(node *v1.Node) (sample, bool) {
-	if p := s.cache.Load(node.Name); p != nil && p.resourceVersion == node.ResourceVersion {
+	if p := s.cache.Load(node.Name); p != nil && (p.node == node || p.resourceVersion == node.ResourceVersion) {
 		return p.sample, p.ok
 	}
-	p := parsedAnnotation{resourceVersion: node.ResourceVersion}
+	p := parsedAnnotation{node: node, resourceVersion: node.ResourceVersion}
 	if v, ok := node.Annotations[s.key]; ok {
 		u, err := parseAnnotation(v, s.now())
 		if err != nil {

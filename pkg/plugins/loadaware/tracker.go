@@ -34,6 +34,20 @@ func (p assignedPod) includedBy(ts time.Time, grace time.Duration) bool {
 	return !p.startedAt.IsZero() && !p.at.After(ts) && ts.Sub(p.startedAt) >= grace
 }
 
+// includedFrom is the earliest sample time that includes the pod's usage
+// (zero: none yet, the pod is not running); includedBy(ts) is ts at or
+// after it.
+func (p assignedPod) includedFrom(grace time.Duration) time.Time {
+	if p.startedAt.IsZero() {
+		return time.Time{}
+	}
+	from := p.startedAt.Add(grace)
+	if p.at.After(from) {
+		from = p.at
+	}
+	return from
+}
+
 // tracker remembers the pods assigned to nodes recently (assumed by this
 // scheduler in Reserve, or seen bound by the pod informer), so that a burst
 // of pods does not land on the node that looked idle at the last sample.
@@ -48,11 +62,21 @@ type tracker struct {
 	pods   map[types.UID]assignedPod
 	byNode map[string]map[types.UID]struct{}
 	// onNode: node -> its pods' entries, rebuilt when one of them changes.
-	onNode *slotmap.Map[[]assignedPod]
+	onNode *slotmap.Map[nodePods]
+}
+
+// nodePods are a node's tracked pods as Filter and Score read them.
+type nodePods struct {
+	pods []assignedPod
+	// total sums every pod's estimate; a sample taken before firstIncluded
+	// includes none of them (the common case: pods just placed), so pending
+	// is total without a look at each pod.
+	total         estimate
+	firstIncluded time.Time
 }
 
 func newTracker(grace time.Duration) *tracker {
-	return &tracker{grace: grace, pods: map[types.UID]assignedPod{}, byNode: map[string]map[types.UID]struct{}{}, onNode: slotmap.New[[]assignedPod]()}
+	return &tracker{grace: grace, pods: map[types.UID]assignedPod{}, byNode: map[string]map[types.UID]struct{}{}, onNode: slotmap.New[nodePods]()}
 }
 
 // publishLocked rebuilds the readers' view of the node's pods.
@@ -62,11 +86,17 @@ func (t *tracker) publishLocked(node string) {
 		t.onNode.Delete(node)
 		return
 	}
-	pods := make([]assignedPod, 0, len(uids))
+	np := &nodePods{pods: make([]assignedPod, 0, len(uids))}
 	for uid := range uids {
-		pods = append(pods, t.pods[uid])
+		p := t.pods[uid]
+		np.pods = append(np.pods, p)
+		np.total.cpuMilli += p.est.cpuMilli
+		np.total.memBytes += p.est.memBytes
+		if at := p.includedFrom(t.grace); !at.IsZero() && (np.firstIncluded.IsZero() || at.Before(np.firstIncluded)) {
+			np.firstIncluded = at
+		}
 	}
-	t.onNode.Store(node, &pods)
+	t.onNode.Store(node, np)
 }
 
 // add records the pod, or for a pod already known on the same node, its new
@@ -119,11 +149,14 @@ func (t *tracker) removeLocked(uid types.UID) {
 // since does not include.
 func (t *tracker) pending(node string, since time.Time) estimate {
 	var sum estimate
-	pods := t.onNode.Load(node)
-	if pods == nil {
+	np := t.onNode.Load(node)
+	if np == nil {
 		return sum
 	}
-	for _, p := range *pods {
+	if np.firstIncluded.IsZero() || since.Before(np.firstIncluded) {
+		return np.total
+	}
+	for _, p := range np.pods {
 		if !p.includedBy(since, t.grace) {
 			sum.cpuMilli += p.est.cpuMilli
 			sum.memBytes += p.est.memBytes
