@@ -389,13 +389,8 @@ func (pl *CELPolicy) nodeStateFor(logger klog.Logger, ni fwk.NodeInfo) *nodeStat
 	if s := pl.cache.get(node.Name, ni.GetGeneration(), node); s != nil {
 		return s
 	}
-	s := &nodeState{
-		generation: ni.GetGeneration(),
-		nodeObj:    node,
-		filter:     make([]outcome, len(pl.rules)),
-		score:      make([]float64, len(pl.rules)),
-		scoreOK:    make([]outcome, len(pl.rules)),
-	}
+	s := newNodeState(len(pl.rules))
+	s.generation, s.nodeObj = ni.GetGeneration(), node
 	if pl.needNode {
 		nv, err := pl.env.nodeVal(node, pl.nodeProj)
 		if err != nil {

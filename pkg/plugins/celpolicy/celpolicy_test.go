@@ -409,3 +409,20 @@ func TestSignPodAndPreFilterMatchOnce(t *testing.T) {
 		t.Errorf("match evaluated %v times after an update, want 2", n)
 	}
 }
+
+// More rules than a node state holds inline: the last one still decides.
+func TestManyRules(t *testing.T) {
+	var rules []config.CELPolicyRule
+	for i := range inlineRules + 2 {
+		rules = append(rules, config.CELPolicyRule{Name: "r" + string(rune('a'+i)), Filter: "node.metadata.name != 'n" + string(rune('a'+i)) + "'",
+			Score: "node.metadata.name == 'n" + string(rune('a'+i)) + "' ? 100 : 0", Weight: 1})
+	}
+	pl := newPlugin(t, rules...)
+	last := "n" + string(rune('a'+inlineRules+1))
+	if s := filterResult(t, pl, batchPod, nodeInfo(st.MakeNode().Name(last).Obj())); s.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Errorf("node %s: %v, want rejected by the last rule", last, s)
+	}
+	if s := filterResult(t, pl, batchPod, nodeInfo(st.MakeNode().Name("other").Obj())); !s.IsSuccess() {
+		t.Errorf("node other: %v", s)
+	}
+}
