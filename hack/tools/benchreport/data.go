@@ -238,7 +238,20 @@ const (
 	cpuScheduler = "scheduler"
 	cpuAPIServer = "apiserver"
 	cpuOther     = "other"
+	// cpuCycle is the part of the scheduler's CPU spent in scheduling
+	// cycles: the scheduling goroutine's cycle and the parallelizer's
+	// workers it runs (Filter, Score, plugins' parallel PreFilter work).
+	cpuCycle = "cycle"
 )
+
+// cycleFrames are functions only a scheduling cycle runs.
+var cycleFrames = []string{
+	"k8s.io/kubernetes/pkg/scheduler.(*Scheduler).schedulingCycle",
+	"k8s.io/kubernetes/pkg/scheduler.(*Scheduler).schedulingAlgorithm",
+	"k8s.io/kubernetes/pkg/scheduler.(*Scheduler).findNodesThatPassFilters",
+	"k8s.io/kubernetes/pkg/scheduler.prioritizeNodes",
+	"k8s.io/client-go/util/workqueue.ParallelizeUntil",
+}
 
 var (
 	schedulerFrames = []string{"k8s.io/kubernetes/pkg/scheduler", "github.com/berth-scheduler/berth/"}
@@ -267,7 +280,11 @@ func readCPU(path string) (map[string]float64, error) {
 	}
 	out := map[string]float64{}
 	for _, s := range p.Sample {
-		out[attribute(s)] += float64(s.Value[idx]) / 1e9
+		v := float64(s.Value[idx]) / 1e9
+		out[attribute(s)] += v
+		if inCycle(s) {
+			out[cpuCycle] += v
+		}
 	}
 	return out, nil
 }
@@ -290,6 +307,18 @@ func attribute(s *profile.Sample) string {
 		}
 	}
 	return cpuOther
+}
+
+// inCycle reports whether a sample ran in a scheduling cycle.
+func inCycle(s *profile.Sample) bool {
+	for _, loc := range s.Location {
+		for _, line := range loc.Line {
+			if line.Function != nil && hasPrefix(line.Function.Name, cycleFrames) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func hasPrefix(s string, prefixes []string) bool {

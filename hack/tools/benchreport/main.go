@@ -164,6 +164,15 @@ func schedulerCPU(s *sample) (float64, bool) {
 	return s.cpu[cpuScheduler] / (s.pods / 1000), true
 }
 
+// cycleCPU is the CPU seconds of scheduling cycles per 1,000 measured pods:
+// the cycle's work, without the time it waits for a core.
+func cycleCPU(s *sample) (float64, bool) {
+	if s.cpu == nil || s.pods == 0 {
+		return 0, false
+	}
+	return s.cpu[cpuCycle] / (s.pods / 1000), true
+}
+
 func heapMax(s *sample) (float64, bool) { return s.heapMaxMB, s.heapMaxMB > 0 }
 
 // values are f over the rounds where p ran w.
@@ -297,7 +306,7 @@ func writeCycle(b *strings.Builder, rounds []round) error {
 	profiles, workloads := profilesAndWorkloads(rounds)
 	fmt.Fprintln(b, "## Scheduling cycle: the serial part, per profile")
 	fmt.Fprintln(b)
-	fmt.Fprintln(b, "The scheduling cycle runs one pod at a time and bounds a scheduler's throughput on a real control plane (where the API server has cores of its own); here it shares 2 cores with kube-apiserver and etcd, whose time varies far more between rounds. Per round, from the same harness run: the mean cycle (`scheduler_scheduling_algorithm_duration_seconds` — snapshot, PreFilter, Filter, PreScore, Score, host selection — plus the Reserve and Permit extension points, means from the histograms' sums and counts), the algorithm alone, PreFilter + Filter + Score at the p50 per cycle (`scheduler_framework_extension_point_duration_seconds`), the CPU seconds spent in the scheduler's code per 1,000 measured pods (CPU profile of the measured phase, `-perf-cpuprofile`, below), and the end-to-end throughput. Each cell is the profile's figure over its baseline's in the same round: median (interquartile range).")
+	fmt.Fprintln(b, "The scheduling cycle runs one pod at a time and bounds a scheduler's throughput on a real control plane (where the API server has cores of its own); here it shares 2 cores with kube-apiserver and etcd, whose time varies far more between rounds. Per round, from the same harness run: the mean cycle (`scheduler_scheduling_algorithm_duration_seconds` — snapshot, PreFilter, Filter, PreScore, Score, host selection — plus the Reserve and Permit extension points, means from the histograms' sums and counts), the algorithm alone, PreFilter + Filter + Score at the p50 per cycle (`scheduler_framework_extension_point_duration_seconds`), the CPU seconds of scheduling cycles per 1,000 measured pods (the cycle's work without the time it waits for a core: samples of the CPU profile of the measured phase, `-perf-cpuprofile`, under the scheduler's cycle functions or the parallelizer's workers), the CPU seconds of all the scheduler's code per 1,000 measured pods (binding, event handlers and queue included; below), and the end-to-end throughput. The cycle and algorithm durations are wall time: on these 2 cores a cycle also waits while kube-apiserver, etcd's client and the garbage collector hold both cores, and the faster a profile schedules the more the API server works meanwhile, so the CPU columns are the ones that carry over to a control plane whose API server has cores of its own. Each cell is the profile's figure over its baseline's in the same round: median (interquartile range).")
 	fmt.Fprintln(b)
 	for _, w := range workloads {
 		base := baselineOf(rounds, w)
@@ -305,14 +314,14 @@ func writeCycle(b *strings.Builder, rounds []round) error {
 			continue // not collected in these runs
 		}
 		fmt.Fprintf(b, "### %s (baseline %s)\n\n", w, base)
-		fmt.Fprintln(b, "| Profile | Cycle, ratio | Algorithm, ratio | PreFilter+Filter+Score p50, ratio | Scheduler CPU per 1,000 pods, ratio | Throughput, ratio | Rounds |")
-		fmt.Fprintln(b, "| --- | --- | --- | --- | --- | --- | --- |")
+		fmt.Fprintln(b, "| Profile | Cycle, ratio | Algorithm, ratio | PreFilter+Filter+Score p50, ratio | Cycle CPU per 1,000 pods, ratio | Scheduler CPU per 1,000 pods, ratio | Throughput, ratio | Rounds |")
+		fmt.Fprintln(b, "| --- | --- | --- | --- | --- | --- | --- | --- |")
 		for _, p := range profiles {
 			if !ran(rounds, p, w) {
 				continue
 			}
 			cells := []string{}
-			for _, f := range []figure{cycleAvg, algorithmAvg, filterScoreP50, schedulerCPU, throughputAvg} {
+			for _, f := range []figure{cycleAvg, algorithmAvg, filterScoreP50, cycleCPU, schedulerCPU, throughputAvg} {
 				cells = append(cells, ratioCell(ratios(rounds, p, base, w, f)))
 			}
 			fmt.Fprintf(b, "| %s | %s | %d |\n", p, strings.Join(cells, " | "), countRounds(rounds, p, w))
@@ -320,14 +329,14 @@ func writeCycle(b *strings.Builder, rounds []round) error {
 		fmt.Fprintln(b)
 		fmt.Fprintln(b, "Absolute medians over rounds (interquartile range):")
 		fmt.Fprintln(b)
-		fmt.Fprintln(b, "| Profile | Cycle, ms | Algorithm, ms | PreFilter+Filter+Score p50, ms | Scheduler CPU, s per 1,000 pods | Throughput, pods/s |")
-		fmt.Fprintln(b, "| --- | --- | --- | --- | --- | --- |")
+		fmt.Fprintln(b, "| Profile | Cycle, ms | Algorithm, ms | PreFilter+Filter+Score p50, ms | Cycle CPU, s per 1,000 pods | Scheduler CPU, s per 1,000 pods | Throughput, pods/s |")
+		fmt.Fprintln(b, "| --- | --- | --- | --- | --- | --- | --- |")
 		for _, p := range profiles {
 			if !ran(rounds, p, w) {
 				continue
 			}
 			cells := []string{}
-			for _, f := range []figure{cycleAvg, algorithmAvg, filterScoreP50, schedulerCPU, throughputAvg} {
+			for _, f := range []figure{cycleAvg, algorithmAvg, filterScoreP50, cycleCPU, schedulerCPU, throughputAvg} {
 				cells = append(cells, absCell(values(rounds, p, w, f)))
 			}
 			fmt.Fprintf(b, "| %s | %s |\n", p, strings.Join(cells, " | "))
@@ -375,7 +384,8 @@ func writeTargets(b *strings.Builder, rounds []round) {
 		{what: "Scheduling cycle (reported beside the gates)", profile: "AllPlugins", f: cycleAvg, limit: 1.15, atMost: true},
 		{what: "End-to-end throughput ≥ 0.95× default (expected; the number operators read)", profile: "AllPlugins", f: throughputAvg, limit: 0.95},
 		{what: "Peak heap ≤ 1.10× default (whole process: API server included)", profile: "AllPlugins", f: heapMax, limit: 1.10, atMost: true},
-		{what: "Constrained pods: algorithm ≤ 0.3× upstream's node affinity", profile: "GPUCELPolicy", f: algorithmAvg, limit: 0.3, atMost: true},
+		{what: "Constrained pods: algorithm duration (wall time) ≤ 0.3× upstream's node affinity", profile: "GPUCELPolicy", f: algorithmAvg, limit: 0.3, atMost: true},
+		{what: "Constrained pods: cycle CPU ≤ 0.3× upstream's node affinity (the algorithm's work, without waiting for a core)", profile: "GPUCELPolicy", f: cycleCPU, limit: 0.3, atMost: true},
 		{what: "Constrained pods: throughput ≥ upstream's node affinity", profile: "GPUCELPolicy", f: throughputAvg, limit: 1.0},
 	}
 	fmt.Fprintln(b, "## Targets (issue #18)")
@@ -407,7 +417,7 @@ func writeTargets(b *strings.Builder, rounds []round) {
 		if !full(w) || !ran(rounds, "AllPlugins", w) {
 			continue
 		}
-		for _, pl := range berthPlugins {
+		for _, pl := range append(append([]string{}, berthPlugins...), "NodeResourcesFit", "TaintToleration") {
 			var per []float64
 			for _, r := range rounds {
 				s := r["AllPlugins"][w]
@@ -423,11 +433,15 @@ func writeTargets(b *strings.Builder, rounds []round) {
 			if len(per) == 0 {
 				continue
 			}
+			q1, m, q3 := quartiles(per)
+			if !isBerth(pl) {
+				fmt.Fprintf(b, "| upstream's %s Filter + Score, same runs (for scale) | %s | %.2f µs (%.2f–%.2f) | reference |\n", pl, w, m, q1, q3)
+				continue
+			}
 			status := "**missed**"
-			if median(per) <= 1 {
+			if m <= 1 {
 				status = "**met**"
 			}
-			q1, m, q3 := quartiles(per)
 			fmt.Fprintf(b, "| %s Filter + Score ≤ 1 µs per node (harness, mean per call) | %s | %.2f µs (%.2f–%.2f) | %s |\n", pl, w, m, q1, q3, status)
 		}
 	}
@@ -630,7 +644,7 @@ func writeMicro(b *strings.Builder, path string) error {
 	}
 	fmt.Fprintln(b, "## Plugin micro-benchmarks")
 	fmt.Fprintln(b)
-	fmt.Fprintln(b, "Go benchmarks of each plugin's extension points on synthetic clusters (5,000 nodes where per-node), median of the runs. `ns/node` is the time per node of a Filter or Score pass; `reads/bind` the API reads ConfirmBinder makes per binding.")
+	fmt.Fprintln(b, "Go benchmarks of each plugin's extension points on synthetic clusters (5,000 nodes where per-node), median of the runs. `ns/node` is the time of one Filter or Score call on one warm node; the `Cycle` benchmarks run Filter and Score as the scheduler does at 5,000 nodes (`pkg/cyclebench`: 16 workers, 500 nodes a cycle on a rotating window, 1,000 pods), reporting the mean wall time of a call (`filter-ns/node`, `score-ns/node`) and of a cycle (`us/cycle`), allocations per cycle; `reads/bind` the API reads ConfirmBinder makes per binding. On this shared 2-core machine runs of the same benchmark differ by up to ±30 %: compare rows of one run only.")
 	fmt.Fprintln(b)
 	fmt.Fprintf(b, "| Package | Benchmark | %s |\n", strings.Join(units, " | "))
 	fmt.Fprintf(b, "| --- | --- |%s\n", strings.Repeat(" --- |", len(units)))
