@@ -40,6 +40,27 @@ type Plugin struct {
 	Score     func(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status)
 }
 
+// FilterScorer is a plugin with all four extension points Run calls.
+type FilterScorer interface {
+	fwk.PreFilterPlugin
+	fwk.FilterPlugin
+	fwk.PreScorePlugin
+	fwk.ScorePlugin
+}
+
+// PluginOf is the Plugin that calls p's extension points.
+func PluginOf(p FilterScorer) Plugin {
+	return Plugin{
+		PreFilter: func(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+			_, s := p.PreFilter(ctx, state, pod, nodes)
+			return s
+		},
+		Filter:   p.Filter,
+		PreScore: p.PreScore,
+		Score:    p.Score,
+	}
+}
+
 // Run runs b.N cycles, pod i%len(pods) in cycle i, and reports per node the
 // mean wall time of one Filter and one Score call ("filter-ns/node",
 // "score-ns/node": what scheduler_plugin_execution_duration_seconds

@@ -314,33 +314,31 @@ func writeCycle(b *strings.Builder, rounds []round) error {
 			continue // not collected in these runs
 		}
 		fmt.Fprintf(b, "### %s (baseline %s)\n\n", w, base)
+		figures := []figure{cycleAvg, algorithmAvg, filterScoreP50, cycleCPU, schedulerCPU, throughputAvg}
+		rows := func(cell func(p string, f figure) string, withRounds bool) {
+			for _, p := range profiles {
+				if !ran(rounds, p, w) {
+					continue
+				}
+				cells := make([]string, 0, len(figures)+1)
+				for _, f := range figures {
+					cells = append(cells, cell(p, f))
+				}
+				if withRounds {
+					cells = append(cells, strconv.Itoa(countRounds(rounds, p, w)))
+				}
+				fmt.Fprintf(b, "| %s | %s |\n", p, strings.Join(cells, " | "))
+			}
+		}
 		fmt.Fprintln(b, "| Profile | Cycle, ratio | Algorithm, ratio | PreFilter+Filter+Score p50, ratio | Cycle CPU per 1,000 pods, ratio | Scheduler CPU per 1,000 pods, ratio | Throughput, ratio | Rounds |")
 		fmt.Fprintln(b, "| --- | --- | --- | --- | --- | --- | --- | --- |")
-		for _, p := range profiles {
-			if !ran(rounds, p, w) {
-				continue
-			}
-			cells := []string{}
-			for _, f := range []figure{cycleAvg, algorithmAvg, filterScoreP50, cycleCPU, schedulerCPU, throughputAvg} {
-				cells = append(cells, ratioCell(ratios(rounds, p, base, w, f)))
-			}
-			fmt.Fprintf(b, "| %s | %s | %d |\n", p, strings.Join(cells, " | "), countRounds(rounds, p, w))
-		}
+		rows(func(p string, f figure) string { return ratioCell(ratios(rounds, p, base, w, f)) }, true)
 		fmt.Fprintln(b)
 		fmt.Fprintln(b, "Absolute medians over rounds (interquartile range):")
 		fmt.Fprintln(b)
 		fmt.Fprintln(b, "| Profile | Cycle, ms | Algorithm, ms | PreFilter+Filter+Score p50, ms | Cycle CPU, s per 1,000 pods | Scheduler CPU, s per 1,000 pods | Throughput, pods/s |")
 		fmt.Fprintln(b, "| --- | --- | --- | --- | --- | --- | --- |")
-		for _, p := range profiles {
-			if !ran(rounds, p, w) {
-				continue
-			}
-			cells := []string{}
-			for _, f := range []figure{cycleAvg, algorithmAvg, filterScoreP50, cycleCPU, schedulerCPU, throughputAvg} {
-				cells = append(cells, absCell(values(rounds, p, w, f)))
-			}
-			fmt.Fprintf(b, "| %s | %s |\n", p, strings.Join(cells, " | "))
-		}
+		rows(func(p string, f figure) string { return absCell(values(rounds, p, w, f)) }, false)
 		fmt.Fprintln(b)
 	}
 	return nil

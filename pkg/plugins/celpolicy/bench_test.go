@@ -1,7 +1,6 @@
 package celpolicy
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -9,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -180,15 +178,7 @@ func BenchmarkCycle(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			pl := benchPlugin(b, bc.rules...)
 			nodes := cyclebench.NodeInfos(cyclebench.HarnessNodes(benchNodes), nil)
-			cyclebench.Run(b, cyclebench.Plugin{
-				PreFilter: func(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-					_, s := pl.PreFilter(ctx, state, pod, nodes)
-					return s
-				},
-				Filter:   pl.Filter,
-				PreScore: pl.PreScore,
-				Score:    pl.Score,
-			}, nodes, cyclebench.HarnessPods(1000))
+			cyclebench.Run(b, cyclebench.PluginOf(pl), nodes, cyclebench.HarnessPods(1000))
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package loadaware
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -104,13 +102,5 @@ func BenchmarkCycle(b *testing.B) {
 			pl.tracker.add(types.UID(fmt.Sprintf("placed-%d-%d", i, j)), assignedPod{node: n.Name, est: estimate{cpuMilli: 100, memBytes: 500 << 20}, at: time.Now()})
 		}
 	}
-	cyclebench.Run(b, cyclebench.Plugin{
-		PreFilter: func(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-			_, s := pl.PreFilter(ctx, state, pod, nodes)
-			return s
-		},
-		Filter:   pl.Filter,
-		PreScore: pl.PreScore,
-		Score:    pl.Score,
-	}, cyclebench.NodeInfos(nodes, nil), cyclebench.HarnessPods(1000))
+	cyclebench.Run(b, cyclebench.PluginOf(pl), cyclebench.NodeInfos(nodes, nil), cyclebench.HarnessPods(1000))
 }
