@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 
 	"github.com/google/cel-go/common/types"
@@ -188,6 +189,23 @@ func (a *activation) ResolveName(name string) (any, bool) {
 }
 
 func (a *activation) Parent() interpreter.Activation { return nil }
+
+// activations are reused by the per-node evaluations of pod-reading rules
+// (an activation passed to cel-go escapes: one allocation per node otherwise).
+var activations = sync.Pool{New: func() any { return &activation{} }}
+
+func getActivation(pod, node, nodeInfo ref.Val) *activation {
+	a := activations.Get().(*activation)
+	a.pod, a.node, a.nodeInfo = pod, node, nodeInfo
+	return a
+}
+
+// putActivation returns a; cel-go keeps no reference to an activation once
+// Eval has returned.
+func putActivation(a *activation) {
+	*a = activation{}
+	activations.Put(a)
+}
 
 // evalBool runs a bool expression and counts the result.
 func evalBool(x *expr, act *activation, c *exprCounters) (bool, error) {
@@ -498,8 +516,9 @@ func (pl *CELPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		}
 		o := ns.filter[i]
 		if r.filter.readsPod() {
-			act := activation{pod: s.pod, node: ns.node, nodeInfo: ns.info}
-			ok, err := evalBool(r.filter, &act, &pl.counters[i].filter)
+			act := getActivation(s.pod, ns.node, ns.info)
+			ok, err := evalBool(r.filter, act, &pl.counters[i].filter)
+			putActivation(act)
 			o = pl.filterOutcome(logger, i, ok, err, nodeInfo.Node())
 		}
 		if o == outcomeReject || o == outcomeError {
@@ -564,9 +583,10 @@ func (pl *CELPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		r := pl.rules[i]
 		v, o := ns.score[i], ns.scoreOK[i]
 		if r.score.readsPod() {
-			act := activation{pod: s.pod, node: ns.node, nodeInfo: ns.info}
+			act := getActivation(s.pod, ns.node, ns.info)
 			var err error
-			v, err = evalScore(r.score, &act, &pl.counters[i])
+			v, err = evalScore(r.score, act, &pl.counters[i])
+			putActivation(act)
 			o = pl.scoreOutcome(logger, i, err, nodeInfo.Node())
 		}
 		switch o {
