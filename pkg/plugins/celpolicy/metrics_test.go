@@ -3,10 +3,16 @@ package celpolicy
 import (
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/pkg/metricstest"
 )
 
 func TestMetricsCount(t *testing.T) {
@@ -42,4 +48,31 @@ func value(t *testing.T, c metrics.CounterMetric) float64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// The label index's series exist from registration, before any cycle used it.
+func TestLabelIndexSeriesAtRegistration(t *testing.T) {
+	registerMetrics()
+	metricstest.ExpectSeries(t, "berth_celpolicy_label_index_cycles_total", "result", "narrowed", "no_nodes")
+}
+
+// A cycle answered from the index is counted.
+func TestLabelIndexCounted(t *testing.T) {
+	pl := newPlugin(t, config.CELPolicyRule{Name: "gpu-only", Filter: "'gpu' in node.metadata.labels"})
+	narrowed := value(t, indexResults.WithLabelValues("narrowed"))
+	none := value(t, indexResults.WithLabelValues("no_nodes"))
+	_, ctx := ktesting.NewTestContext(t)
+	gpu := st.MakeNode().Name("gpu").Label("gpu", "true").Obj()
+	if _, s := pl.PreFilter(ctx, framework.NewCycleState(), batchPod, snapshotList([]*v1.Node{gpu, spotNode})); !s.IsSuccess() {
+		t.Fatalf("PreFilter: %v", s)
+	}
+	if _, s := pl.PreFilter(ctx, framework.NewCycleState(), batchPod, snapshotList([]*v1.Node{spotNode})); s.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Fatalf("PreFilter without a gpu node: %v", s)
+	}
+	if d := value(t, indexResults.WithLabelValues("narrowed")) - narrowed; d != 1 {
+		t.Errorf("narrowed counted %v, want 1", d)
+	}
+	if d := value(t, indexResults.WithLabelValues("no_nodes")) - none; d != 1 {
+		t.Errorf("no_nodes counted %v, want 1", d)
+	}
 }
