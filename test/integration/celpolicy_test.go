@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -104,6 +105,43 @@ var _ = Describe("CELPolicy", Serial, func() {
 			ContainSubstring("line 1, column 14"),
 		))
 	})
+	It("answers a label-only rule from its label index: the one matching node among many, and a node relabelled to match at once", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "cel-index")
+		// Roomier nodes without the label: by resources alone they would win.
+		var specs []sandbox.NodeSpec
+		for i := range 6 {
+			specs = append(specs, sandbox.NodeSpec{Name: fmt.Sprintf("cel-index-web-%d", i), CPU: "16", Memory: "32Gi", Labels: map[string]string{"pool": "web"}})
+		}
+		createNodes(ctx, specs...)
+		narrowed := func() (float64, error) {
+			return framework.Counter("berth_celpolicy_label_index_cycles_total", map[string]string{"result": "narrowed"})
+		}
+		before, err := narrowed()
+		Expect(err).NotTo(HaveOccurred())
+
+		// No node has the label: PreFilter rejects the pod with the rule's message.
+		_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "batch-1", SchedulerName: "celpolicy-batch-pool", CPU: "1",
+			Labels: map[string]string{"tier": "batch"}})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(sandbox.EventsFor(ctx, env.Client, ns, "batch-1", "FailedScheduling")).Should(ContainElement(
+			HaveField("Message", ContainSubstring("batch pods run on the batch pool"))))
+
+		// One node relabelled: the next cycle's snapshot has the new object and
+		// the index re-reads it; the pod lands there well inside the backoff.
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{"pool": "batch"}}})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = env.Client.CoreV1().Nodes().Patch(ctx, "cel-index-web-3", types.MergePatchType, patch, metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "batch-1"), "10s").Should(Equal("cel-index-web-3"))
+
+		// Further batch pods go to that node too, and the index answered.
+		_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "batch-2", SchedulerName: "celpolicy-batch-pool", CPU: "1",
+			Labels: map[string]string{"tier": "batch"}})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "batch-2")).Should(Equal("cel-index-web-3"))
+		Eventually(narrowed).Should(BeNumerically(">=", before+2))
+	})
+
 	It("schedules a rejected pod as soon as the pod itself is relabelled so that no rule holds it", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "cel-relabel")
 		createNodes(ctx, sandbox.NodeSpec{Name: "cel-relabel-1", CPU: "4", Memory: "8Gi", Labels: map[string]string{"pool": "web"}})
