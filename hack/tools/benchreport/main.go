@@ -156,22 +156,23 @@ func filterScoreP50(s *sample) (float64, bool) {
 	return sum, ok && sum > 0
 }
 
-// schedulerCPU is the scheduler's CPU seconds per 1,000 measured pods.
-func schedulerCPU(s *sample) (float64, bool) {
-	if s.cpu == nil || s.pods == 0 {
-		return 0, false
+// cpuPer1000 is the CPU seconds of the measured phase spent where kind
+// says (cpuScheduler, cpuAPIServer, cpuOther, cpuCycle) per 1,000 measured pods.
+func cpuPer1000(kind string) figure {
+	return func(s *sample) (float64, bool) {
+		if s.cpu == nil || s.pods == 0 {
+			return 0, false
+		}
+		return s.cpu[kind] / (s.pods / 1000), true
 	}
-	return s.cpu[cpuScheduler] / (s.pods / 1000), true
 }
+
+// schedulerCPU is the scheduler's CPU seconds per 1,000 measured pods.
+var schedulerCPU = cpuPer1000(cpuScheduler)
 
 // cycleCPU is the CPU seconds of scheduling cycles per 1,000 measured pods:
 // the cycle's work, without the time it waits for a core.
-func cycleCPU(s *sample) (float64, bool) {
-	if s.cpu == nil || s.pods == 0 {
-		return 0, false
-	}
-	return s.cpu[cpuCycle] / (s.pods / 1000), true
-}
+var cycleCPU = cpuPer1000(cpuCycle)
 
 func heapMax(s *sample) (float64, bool) { return s.heapMaxMB, s.heapMaxMB > 0 }
 
@@ -499,15 +500,7 @@ func writeCPU(b *strings.Builder, rounds []round) {
 	header := false
 	for _, w := range workloads {
 		for _, p := range profiles {
-			cpu := func(kind string) figure {
-				return func(s *sample) (float64, bool) {
-					if s.cpu == nil || s.pods == 0 {
-						return 0, false
-					}
-					return s.cpu[kind] / (s.pods / 1000), true
-				}
-			}
-			sched := values(rounds, p, w, cpu(cpuScheduler))
+			sched := values(rounds, p, w, schedulerCPU)
 			if len(sched) == 0 {
 				continue
 			}
@@ -520,7 +513,7 @@ func writeCPU(b *strings.Builder, rounds []round) {
 				fmt.Fprintln(b, "| --- | --- | --- | --- | --- |")
 				header = true
 			}
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", w, p, absCell(sched), absCell(values(rounds, p, w, cpu(cpuAPIServer))), absCell(values(rounds, p, w, cpu(cpuOther))))
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", w, p, absCell(sched), absCell(values(rounds, p, w, cpuPer1000(cpuAPIServer))), absCell(values(rounds, p, w, cpuPer1000(cpuOther))))
 		}
 	}
 	if header {
