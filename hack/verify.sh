@@ -9,6 +9,9 @@ if [[ -n $unformatted ]]; then
   echo "gofmt needed on:"; echo "$unformatted"; fail=1
 fi
 
+echo ">> layout (pkg/ is the public surface)"
+hack/verify-layout.sh || fail=1
+
 echo ">> go vet (and the tools modules with code)"
 go vet ./... || fail=1
 for mod in hack/tools/*/; do

@@ -635,7 +635,7 @@ func writeMicro(b *strings.Builder, path string) error {
 	}
 	fmt.Fprintln(b, "## Plugin micro-benchmarks")
 	fmt.Fprintln(b)
-	fmt.Fprintln(b, "Go benchmarks of each plugin's extension points on synthetic clusters (5,000 nodes where per-node), median of the runs. `ns/node` is the time of one Filter or Score call on one warm node; the `Cycle` benchmarks run Filter and Score as the scheduler does at 5,000 nodes (`pkg/cyclebench`: 16 workers, 500 nodes a cycle on a rotating window, 1,000 pods), reporting the mean wall time of a call (`filter-ns/node`, `score-ns/node`) and of a cycle (`us/cycle`), allocations per cycle; `reads/bind` the API reads ConfirmBinder makes per binding. On this shared 2-core machine runs of the same benchmark differ by up to ±30 %: compare rows of one run only.")
+	fmt.Fprintln(b, "Go benchmarks of each plugin's extension points on synthetic clusters (5,000 nodes where per-node), median of the runs. `ns/node` is the time of one Filter or Score call on one warm node; the `Cycle` benchmarks run Filter and Score as the scheduler does at 5,000 nodes (`internal/testing/cyclebench`: 16 workers, 500 nodes a cycle on a rotating window, 1,000 pods), reporting the mean wall time of a call (`filter-ns/node`, `score-ns/node`) and of a cycle (`us/cycle`), allocations per cycle; `reads/bind` the API reads ConfirmBinder makes per binding. On this shared 2-core machine runs of the same benchmark differ by up to ±30 %: compare rows of one run only.")
 	fmt.Fprintln(b)
 	fmt.Fprintf(b, "| Package | Benchmark | %s |\n", strings.Join(units, " | "))
 	fmt.Fprintf(b, "| --- | --- |%s\n", strings.Repeat(" --- |", len(units)))

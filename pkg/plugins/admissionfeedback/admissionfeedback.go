@@ -30,8 +30,8 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
-	"github.com/berth-scheduler/berth/pkg/leadership"
-	"github.com/berth-scheduler/berth/pkg/perclient"
+	"github.com/berth-scheduler/berth/internal/leadership"
+	"github.com/berth-scheduler/berth/internal/perclient"
 )
 
 const (

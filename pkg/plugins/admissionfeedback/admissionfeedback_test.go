@@ -29,8 +29,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/berth-scheduler/berth/apis/config"
-	"github.com/berth-scheduler/berth/pkg/handletest"
-	"github.com/berth-scheduler/berth/pkg/leadership"
+	"github.com/berth-scheduler/berth/internal/leadership"
+	"github.com/berth-scheduler/berth/internal/testing/handletest"
 )
 
 // testClock is the plugin's clock in these tests (UnixNano).

@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/berth-scheduler/berth/pkg/onceper"
+	"github.com/berth-scheduler/berth/internal/onceper"
 )
 
 // eventInterval: at most one event per pod and node, or per node, in it.

@@ -3,7 +3,7 @@ package admissionfeedback
 import (
 	"testing"
 
-	"github.com/berth-scheduler/berth/pkg/metricstest"
+	"github.com/berth-scheduler/berth/internal/testing/metricstest"
 )
 
 // The dashboard's refusals panel reads every reason: each label value the

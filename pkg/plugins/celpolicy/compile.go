@@ -37,15 +37,15 @@ const (
 )
 
 const (
-	// EstimatedCostLimit bounds the cost the CEL checker estimates for one
+	// estimatedCostLimit bounds the cost the CEL checker estimates for one
 	// expression on the largest objects the API server accepts (the limit
 	// kube-apiserver puts on all the validation rules of one CRD). Estimates
 	// are worst cases: a single exists() over a pod's containers is estimated
 	// at ~4e7, nested loops over them at 1e12 and more.
-	EstimatedCostLimit uint64 = 100_000_000
-	// RuntimeCostLimit bounds the cost of one evaluation (about 0.1 s of CPU,
+	estimatedCostLimit uint64 = 100_000_000
+	// runtimeCostLimit bounds the cost of one evaluation (about 0.1 s of CPU,
 	// kube-apiserver's per-call limit); going over is a runtime error.
-	RuntimeCostLimit uint64 = 1_000_000
+	runtimeCostLimit uint64 = 1_000_000
 )
 
 // celEnv is what every rule of every profile compiles against: the Kubernetes
@@ -248,15 +248,15 @@ func (e *celEnv) compileExpr(path *field.Path, text string, want resultKind, all
 	if err != nil {
 		return nil, field.Invalid(path, text, "estimating cost: "+err.Error())
 	}
-	if cost.Max > EstimatedCostLimit {
-		return nil, field.Invalid(path, text, fmt.Sprintf("estimated cost %d exceeds the limit %d; bound list sizes or simplify the expression", cost.Max, EstimatedCostLimit))
+	if cost.Max > estimatedCostLimit {
+		return nil, field.Invalid(path, text, fmt.Sprintf("estimated cost %d exceeds the limit %d; bound list sizes or simplify the expression", cost.Max, estimatedCostLimit))
 	}
 	// Tracking cost at run time wraps every step of the evaluation (it made a
 	// two-label comparison ten times slower); an expression whose worst case
 	// is already within the runtime limit needs no tracking.
 	var opts []cel.ProgramOption
-	if cost.Max > RuntimeCostLimit {
-		opts = append(opts, cel.CostLimit(RuntimeCostLimit), cel.InterruptCheckFrequency(100))
+	if cost.Max > runtimeCostLimit {
+		opts = append(opts, cel.CostLimit(runtimeCostLimit), cel.InterruptCheckFrequency(100))
 	}
 	prg, err := e.env.Program(checked, opts...)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/berth-scheduler/berth/apis/config"
-	"github.com/berth-scheduler/berth/pkg/metricstest"
+	"github.com/berth-scheduler/berth/internal/testing/metricstest"
 )
 
 func TestMetricsCount(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/berth-scheduler/berth/pkg/slotmap"
+	"github.com/berth-scheduler/berth/internal/slotmap"
 )
 
 // outcome is the result of one rule on one node.

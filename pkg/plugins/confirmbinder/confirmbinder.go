@@ -35,8 +35,8 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
-	"github.com/berth-scheduler/berth/pkg/perclient"
-	"github.com/berth-scheduler/berth/pkg/quantity"
+	"github.com/berth-scheduler/berth/internal/perclient"
+	"github.com/berth-scheduler/berth/internal/quantity"
 )
 
 const (

@@ -3,7 +3,7 @@ package confirmbinder
 import (
 	"testing"
 
-	"github.com/berth-scheduler/berth/pkg/metricstest"
+	"github.com/berth-scheduler/berth/internal/testing/metricstest"
 )
 
 // The alerts divide conflicts by all confirmations: every result's series

@@ -37,10 +37,10 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
-	"github.com/berth-scheduler/berth/pkg/crd"
-	"github.com/berth-scheduler/berth/pkg/gang"
-	"github.com/berth-scheduler/berth/pkg/leadership"
-	"github.com/berth-scheduler/berth/pkg/perclient"
+	"github.com/berth-scheduler/berth/internal/crd"
+	"github.com/berth-scheduler/berth/internal/gang"
+	"github.com/berth-scheduler/berth/internal/leadership"
+	"github.com/berth-scheduler/berth/internal/perclient"
 )
 
 const (
@@ -133,11 +133,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("building the PodGroup client: %w", err)
 	}
-	return NewWithClient(c)(ctx, obj, h)
+	return newWithClient(c)(ctx, obj, h)
 }
 
-// NewWithClient returns a factory that reads PodGroups with c.
-func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+// newWithClient returns a factory that reads PodGroups with c.
+func newWithClient(c versioned.Interface) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		args, ok := obj.(*config.CoschedulingArgs)
 		if !ok {

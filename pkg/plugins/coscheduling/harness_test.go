@@ -34,8 +34,8 @@ import (
 	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
 	"github.com/berth-scheduler/berth/apis/config"
-	"github.com/berth-scheduler/berth/pkg/handletest"
-	"github.com/berth-scheduler/berth/pkg/leadership"
+	"github.com/berth-scheduler/berth/internal/leadership"
+	"github.com/berth-scheduler/berth/internal/testing/handletest"
 )
 
 func init() {
@@ -124,7 +124,7 @@ func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods 
 	s := &sim{t: t, ctx: ctx, snapshot: snapshot, cs: cs, pgc: fakePGClient(pgs...), rec: &handletest.Recorder{},
 		bound: map[string]string{}, failed: map[string]string{}, done: map[string]chan struct{}{}}
 	factory := func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := NewWithClient(s.pgc)(ctx, defaultArgs(), h)
+		p, err := newWithClient(s.pgc)(ctx, defaultArgs(), h)
 		if err == nil {
 			s.pl = p.(*Coscheduling)
 		}

@@ -3,7 +3,7 @@ package coscheduling
 import (
 	"testing"
 
-	"github.com/berth-scheduler/berth/pkg/metricstest"
+	"github.com/berth-scheduler/berth/internal/testing/metricstest"
 )
 
 // The status-writer panel reads every result: each must be on /metrics from

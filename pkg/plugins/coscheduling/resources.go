@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/berth-scheduler/berth/pkg/quantity"
+	"github.com/berth-scheduler/berth/internal/quantity"
 )
 
 // minResourcesGap compares a group's minResources (and minMember pods) with

@@ -14,7 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/berth-scheduler/berth/pkg/onceper"
+	"github.com/berth-scheduler/berth/internal/onceper"
 )
 
 // writeStatus writes the status of the PodGroups whose members or spec

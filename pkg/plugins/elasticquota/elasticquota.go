@@ -34,9 +34,9 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
-	"github.com/berth-scheduler/berth/pkg/crd"
-	"github.com/berth-scheduler/berth/pkg/gang"
-	"github.com/berth-scheduler/berth/pkg/perclient"
+	"github.com/berth-scheduler/berth/internal/crd"
+	"github.com/berth-scheduler/berth/internal/gang"
+	"github.com/berth-scheduler/berth/internal/perclient"
 )
 
 const (
@@ -102,11 +102,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("building the ElasticQuota client: %w", err)
 	}
-	return NewWithClient(c)(ctx, obj, h)
+	return newWithClient(c)(ctx, obj, h)
 }
 
-// NewWithClient returns a factory that reads ElasticQuota objects with c.
-func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+// newWithClient returns a factory that reads ElasticQuota objects with c.
+func newWithClient(c versioned.Interface) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		args, ok := obj.(*config.ElasticQuotaArgs)
 		if !ok {

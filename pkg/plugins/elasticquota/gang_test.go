@@ -11,7 +11,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/berth-scheduler/berth/pkg/gang"
+	"github.com/berth-scheduler/berth/internal/gang"
 )
 
 // members stands for Coscheduling: the gang's members still to place.

@@ -3,7 +3,7 @@ package elasticquota
 import (
 	"testing"
 
-	"github.com/berth-scheduler/berth/pkg/metricstest"
+	"github.com/berth-scheduler/berth/internal/testing/metricstest"
 )
 
 // The status-writer alert reads the error series: both results must be on

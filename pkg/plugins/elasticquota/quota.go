@@ -13,7 +13,7 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/berth-scheduler/berth/pkg/quantity"
+	"github.com/berth-scheduler/berth/internal/quantity"
 )
 
 // vec is a resource list in integers: milli-units for cpu, units for the rest.

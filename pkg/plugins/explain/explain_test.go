@@ -35,7 +35,7 @@ import (
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
 	"github.com/berth-scheduler/berth/apis/config"
-	"github.com/berth-scheduler/berth/pkg/handletest"
+	"github.com/berth-scheduler/berth/internal/testing/handletest"
 )
 
 func init() {

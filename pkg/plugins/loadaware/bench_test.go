@@ -13,7 +13,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	configv1 "github.com/berth-scheduler/berth/apis/config/v1"
-	"github.com/berth-scheduler/berth/pkg/cyclebench"
+	"github.com/berth-scheduler/berth/internal/testing/cyclebench"
 )
 
 const benchNodes = 5000

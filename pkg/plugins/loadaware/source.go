@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
-	"github.com/berth-scheduler/berth/pkg/slotmap"
+	"github.com/berth-scheduler/berth/internal/slotmap"
 )
 
 // sample is a node's measured usage at a point in time.

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/berth-scheduler/berth/pkg/slotmap"
+	"github.com/berth-scheduler/berth/internal/slotmap"
 )
 
 // estimate is what a pod is expected to use.

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/component-base/metrics/testutil"
 
-	"github.com/berth-scheduler/berth/pkg/metricstest"
+	"github.com/berth-scheduler/berth/internal/testing/metricstest"
 )
 
 // This package's provider is the process's only leader-election metrics

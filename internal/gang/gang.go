@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/berth-scheduler/berth/pkg/perclient"
+	"github.com/berth-scheduler/berth/internal/perclient"
 )
 
 // Members is what Coscheduling publishes for one cluster.
