@@ -98,31 +98,116 @@ func TestStaleQuotaEventsAreNotApplied(t *testing.T) {
 	})
 }
 
-// A victim must leave its namespace at or above min in every resource, not
-// only in the one the preemptor asks for.
+// The reclaim rule (scheduler-plugins' and Kueue's): a pod of another
+// namespace is a victim while that namespace is above its min in a resource
+// the preemptor needs, counting the victims already taken; what a victim
+// frees in other resources is a side effect (a pod is indivisible).
 func TestReclaimNeverTakesABorrowerBelowMin(t *testing.T) {
-	m := newManager()
-	m.setQuota("a", newQuota(eq("a", rl("cpu", "2", "memory", "4Gi"), rl("cpu", "8", "memory", "8Gi")), nil))
-	m.setQuota("b", newQuota(eq("b", rl("cpu", "4"), rl("cpu", "8")), nil))
-	// a runs four 1 CPU / 1Gi pods: borrowing 2 CPU, exactly at its memory min.
-	var all []*preemption.DomainVictim
-	for _, name := range []string{"a1", "a2", "a3", "a4"} {
-		p := st.MakePod().Namespace("a").Name(name).UID("a/" + name).Node("n").
+	cpuMem := func(ns, name string) *v1.Pod {
+		return st.MakePod().Namespace(ns).Name(name).UID(ns + "/" + name).Node("n").
 			Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "1Gi"}).Obj()
+	}
+	t.Run("a borrower below its memory min gives back the CPU it borrowed", func(t *testing.T) {
+		// The case: min {cpu 2, memory 12Gi}, six pods of 1 CPU /
+		// 1Gi: 4 CPU borrowed, 6Gi of the memory min unused.
+		m := newManager()
+		m.setQuota("a", newQuota(eq("a", rl("cpu", "2", "memory", "12Gi"), rl("cpu", "6", "memory", "24Gi")), nil))
+		m.setQuota("b", newQuota(eq("b", rl("cpu", "4", "memory", "12Gi"), rl("cpu", "8", "memory", "24Gi")), nil))
+		var all []*preemption.DomainVictim
+		for _, name := range []string{"a1", "a2", "a3", "a4", "a5", "a6"} {
+			p := cpuMem("a", name)
+			m.observe(p)
+			all = append(all, victim(p))
+		}
+		pl := &ElasticQuota{shared: &shared{mgr: m}}
+		p := st.MakePod().Namespace("b").Name("p").UID("b/p").
+			Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "1Gi"}).Obj()
+		s := m.snapshot(p, podRequest(p), 0)
+		if got := names(pl.eligibleVictims(s, all)); len(got) != 4 {
+			t.Errorf("got victims %v, want four: a borrows 4 CPU, and the memory it frees below its min is a side effect", got)
+		}
+	})
+	t.Run("exactly at its memory min, a borrower still gives back CPU", func(t *testing.T) {
+		// The second case: d (min 2 CPU / 4Gi) runs four 1 CPU / 1Gi
+		// pods; c (min 2 CPU, no memory) asks for CPU: d goes back to 2 CPU.
+		m := newManager()
+		m.setQuota("d", newQuota(eq("d", rl("cpu", "2", "memory", "4Gi"), rl("cpu", "8", "memory", "8Gi")), nil))
+		m.setQuota("c", newQuota(eq("c", rl("cpu", "2"), rl("cpu", "8")), nil))
+		var all []*preemption.DomainVictim
+		for _, name := range []string{"d1", "d2", "d3", "d4"} {
+			p := cpuMem("d", name)
+			m.observe(p)
+			all = append(all, victim(p))
+		}
+		pl := &ElasticQuota{shared: &shared{mgr: m}}
+		p := pod("c", "p", "1", 0, "")
+		s := m.snapshot(p, podRequest(p), 0)
+		if got := names(pl.eligibleVictims(s, all)); len(got) != 2 {
+			t.Errorf("got victims %v, want two: d is 2 CPU over its min", got)
+		}
+	})
+	t.Run("a namespace at its min in the resources the preemptor needs gives nothing", func(t *testing.T) {
+		// e borrows memory only: a CPU preemptor takes none of its pods.
+		m := newManager()
+		m.setQuota("e", newQuota(eq("e", rl("cpu", "4", "memory", "1Gi"), rl("cpu", "8", "memory", "8Gi")), nil))
+		m.setQuota("f", newQuota(eq("f", rl("cpu", "4"), rl("cpu", "8")), nil))
+		var all []*preemption.DomainVictim
+		for _, name := range []string{"e1", "e2", "e3", "e4"} {
+			p := cpuMem("e", name)
+			m.observe(p)
+			all = append(all, victim(p))
+		}
+		pl := &ElasticQuota{shared: &shared{mgr: m}}
+		p := pod("f", "p", "1", 0, "")
+		s := m.snapshot(p, podRequest(p), 0)
+		if got := names(pl.eligibleVictims(s, all)); len(got) != 0 {
+			t.Errorf("got victims %v, want none: e uses exactly its CPU min", got)
+		}
+	})
+}
+
+// Victims chosen by one preemption count as leaving for the next at once,
+// before the informer sees them deleted: preemptions of several pods in a
+// row (or concurrently) take a borrower back to its min, never below.
+func TestConcurrentReclaimsStopAtMin(t *testing.T) {
+	m := newManager()
+	m.setQuota("a", newQuota(eq("a", rl("cpu", "2"), rl("cpu", "6")), nil))
+	m.setQuota("b", newQuota(eq("b", rl("cpu", "4"), rl("cpu", "8")), nil))
+	var all []*preemption.DomainVictim
+	for i := range 6 {
+		p := pod("a", fmt.Sprintf("a%d", i), "1", 100, "n")
 		m.observe(p)
 		all = append(all, victim(p))
 	}
 	pl := &ElasticQuota{shared: &shared{mgr: m}}
-	p := pod("b", "p", "1", 0, "")
-	s := m.snapshot(p, podRequest(p), 0)
-	if got := names(pl.eligibleVictims(s, all)); len(got) != 0 {
-		t.Errorf("got victims %v, want none: each would take a below its memory min", got)
+	taken := 0
+	for i := range 6 {
+		p := pod("b", fmt.Sprintf("b%d", i), "1", 1000, "")
+		s := m.snapshot(p, podRequest(p), 1000)
+		vs := pl.eligibleVictims(s, all)
+		if len(vs) == 0 {
+			continue
+		}
+		// The preemption picks the least important eligible victim (the
+		// reprieve keeps the others): it is marked leaving at once.
+		chosen := vs[len(vs)-1].Pods()[0].GetPod()
+		m.markPreempted([]*v1.Pod{chosen})
+		taken++
+		// The victim's status patch (DisruptionTarget) arrives before its
+		// deletion: it stays leaving.
+		patched := chosen.DeepCopy()
+		patched.Status.Conditions = append(patched.Status.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonPreemptionByScheduler})
+		m.observe(patched)
+		var rest []*preemption.DomainVictim
+		for _, v := range all {
+			if v.Pods()[0].GetPod().UID != chosen.UID {
+				rest = append(rest, v)
+			}
+		}
+		all = rest
 	}
-
-	// With memory to spare, CPU borrowed is reclaimed: no more than 2 pods.
-	m.setQuota("a", newQuota(eq("a", rl("cpu", "2", "memory", "2Gi"), rl("cpu", "8", "memory", "8Gi")), nil))
-	if got := names(pl.eligibleVictims(s, all)); len(got) != 2 {
-		t.Errorf("got victims %v, want two (a is 2 CPU and 2Gi over its min)", got)
+	if taken != 4 {
+		t.Errorf("six preemptions in a row took %d of a's pods, want 4 (a borrows 4 CPU over its 2-CPU min)", taken)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"sort"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -38,14 +39,49 @@ func (pl *ElasticQuota) PostFilter(ctx context.Context, state fwk.CycleState, po
 	case s.hasQuota:
 		kind = kindOwnNamespace
 	}
+	chosen := &victimLog{byNode: map[string][]*v1.Pod{}}
+	state.Write(victimsKey, chosen)
 	result, status := pl.evaluator.Preempt(ctx, state, pod, m)
 	if status.IsSuccess() {
 		preemptionsTotal.WithLabelValues(kind).Inc()
+		if result != nil {
+			// The victims count as leaving from now on, before the
+			// informer sees them deleted: a concurrent or next preemption
+			// must not take the same room again.
+			pl.shared.mgr.markPreempted(chosen.on(result.NominatedNodeName))
+		}
 	}
 	if msg := status.Message(); msg != "" {
 		return result, fwk.NewStatus(status.Code(), "ElasticQuota preemption: "+msg)
 	}
 	return result, status
+}
+
+// victimsKey holds the victims SelectVictimsOnNode chose on each candidate
+// node of one PostFilter, so that those of the node preemption picks are
+// known when it returns.
+const victimsKey fwk.StateKey = "PostFilter" + Name
+
+// victimLog is shared by every clone of the cycle state (the evaluator
+// clones it per candidate node and dry-runs the nodes in parallel).
+type victimLog struct {
+	mu     sync.Mutex
+	byNode map[string][]*v1.Pod
+}
+
+// Clone returns the log itself: the clones record into one log.
+func (l *victimLog) Clone() fwk.StateData { return l }
+
+func (l *victimLog) record(node string, pods []*v1.Pod) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.byNode[node] = pods
+}
+
+func (l *victimLog) on(node string) []*v1.Pod {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byNode[node]
 }
 
 // Kinds of preemption, the label of the preemptions metric.
@@ -197,6 +233,11 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 			pods = append(pods, pi.GetPod())
 		}
 	}
+	if d, err := state.Read(victimsKey); err == nil {
+		if l, ok := d.(*victimLog); ok {
+			l.record(mainNode, pods)
+		}
+	}
 	if loggerV := logger.V(5); loggerV.Enabled() {
 		loggerV.Info("ElasticQuota victims on node", "pod", klog.KObj(preemptor), "node", mainNode, "victims", klog.KObjSlice(pods))
 	}
@@ -209,8 +250,9 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 //   - a pod of another namespace with a quota: only if the preemptor stays
 //     within its min and that namespace is above its min in a resource the
 //     preemptor asks for (it borrows) — whatever its priority, lowest first,
-//     and no more of them than takes that namespace back to its min, in
-//     every resource (a victim never leaves it below min in any);
+//     and only while that namespace is still above its min in one of those
+//     resources, counting the victims taken before it and pods already
+//     leaving (what it frees in other resources is a side effect);
 //   - a pod of a namespace without a quota: if of lower priority, and the
 //     preemptor is within its min or has no quota either.
 //
@@ -228,22 +270,19 @@ func (pl *ElasticQuota) eligibleVictims(s *preFilterState, all []*preemption.Dom
 	defer m.mu.RUnlock()
 	taken := map[string]vec{} // borrowers' requests already taken, by namespace
 	// borrows: other is above its min in a resource the preemptor asks for,
-	// and stays at or above its min in every resource without extra (taking
-	// CPU it borrowed must not take memory it is entitled to). Pods already
-	// being deleted (victims of an earlier preemption) no longer count.
-	borrows := func(other string, q *quota, extra vec) bool {
+	// counting pods already leaving (victims of this or a concurrent
+	// preemption, pods being deleted) and the victims taken so far. What a
+	// victim frees in other resources is a side effect: a pod is indivisible,
+	// and a team using less than its memory min must still give back the
+	// CPU it borrowed.
+	borrows := func(other string, q *quota) bool {
 		used, leaving := m.nsUsed[other], m.nsLeaving[other]
-		over := false
 		for name, mn := range q.min {
-			u := used[name] - leaving[name] - taken[other][name]
-			if extra[name] > 0 && u-extra[name] < mn {
-				return false
-			}
-			if s.req[name] > 0 && u > mn {
-				over = true
+			if s.req[name] > 0 && used[name]-leaving[name]-taken[other][name] > mn {
+				return true
 			}
 		}
-		return over
+		return false
 	}
 	var own, others []*preemption.DomainVictim
 	for _, v := range sorted {
@@ -261,7 +300,7 @@ func (pl *ElasticQuota) eligibleVictims(s *preFilterState, all []*preemption.Dom
 				ok = s.withinMin && pp < prio
 			default:
 				req := podRequest(p)
-				ok = s.withinMin && borrows(p.Namespace, q, req)
+				ok = s.withinMin && borrows(p.Namespace, q)
 				if ok {
 					if borrowed == nil {
 						borrowed = map[string]vec{}

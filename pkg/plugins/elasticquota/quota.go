@@ -119,6 +119,9 @@ type podEntry struct {
 	assumed bool
 	// leaving: being deleted (a preemption victim, say); still counted.
 	leaving bool
+	// preempted: chosen as a victim by this scheduler's preemption; leaving
+	// from that moment, whatever the informer delivers before the deletion.
+	preempted bool
 }
 
 // manager keeps the usage of every namespace exact between scheduling cycles:
@@ -229,7 +232,11 @@ func (m *manager) observe(pod *v1.Pod) {
 	}
 	delete(m.nominated, pod.UID)
 	req := podRequest(pod)
-	leaving := pod.DeletionTimestamp != nil
+	preempted := preemptedByScheduler(pod)
+	if e := m.pods[pod.UID]; e != nil {
+		preempted = preempted || e.preempted
+	}
+	leaving := pod.DeletionTimestamp != nil || preempted
 	if e := m.pods[pod.UID]; e != nil {
 		e.assumed = false
 		if e.leaving == leaving && maps.Equal(e.req, req) {
@@ -237,9 +244,35 @@ func (m *manager) observe(pod *v1.Pod) {
 		}
 		m.countLocked(e, -1) // resized in place, or being deleted
 	}
-	e := &podEntry{ns: pod.Namespace, req: req, prio: corev1helpers.PodPriority(pod), leaving: leaving}
+	e := &podEntry{ns: pod.Namespace, req: req, prio: corev1helpers.PodPriority(pod), leaving: leaving, preempted: preempted}
 	m.pods[pod.UID] = e
 	m.countLocked(e, 1)
+}
+
+// preemptedByScheduler: a scheduler's preemption marked the pod as its
+// victim (the DisruptionTarget condition it writes before the deletion).
+func preemptedByScheduler(pod *v1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue && c.Reason == v1.PodReasonPreemptionByScheduler {
+			return true
+		}
+	}
+	return false
+}
+
+// markPreempted counts the victims of a preemption as leaving at once.
+func (m *manager) markPreempted(victims []*v1.Pod) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range victims {
+		e := m.pods[p.UID]
+		if e == nil || e.preempted {
+			continue
+		}
+		m.countLocked(e, -1)
+		e.leaving, e.preempted = true, true
+		m.countLocked(e, 1)
+	}
 }
 
 // forgetPod applies an informer's deletion of a pod.
