@@ -22,6 +22,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -174,7 +175,9 @@ func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 	}, syncTimeout); err != nil {
 		return nil, err
 	}
-	sh := &shared{mgr: newManager(), args: *args, pgClient: c, fh: h,
+	mgr := newManager()
+	mgr.trackDirty = args.WriteStatus
+	sh := &shared{mgr: mgr, args: *args, pgClient: c, fh: h,
 		writer: leadership.NewWriter(ctx, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)}
 	sh.activate = func(pods map[string]*v1.Pod) {
 		// The handle's activator is the scheduling queue, which the
@@ -466,16 +469,24 @@ func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return n
 //  1. If holds of lower-ranked gangs (priority, then PodGroup creation time)
 //     at Permit are what keeps the member out of some node, those gangs are
 //     released: the highest-ranked gang is never starved by partial holds of
-//     others, so two gangs can never both stay half held.
-//  2. If the member is the last one its gang needs and evicting
-//     lower-priority pods could make room for it, preemption helps the whole
-//     gang: the status lets DefaultPreemption (after Coscheduling in the
-//     profile's postFilter) try.
+//     others, so two gangs can never both stay half held. The PostFilter
+//     chain ends there (UnschedulableAndUnresolvable): the snapshot still
+//     holds the yielded pods, and a preemption plugin after this one would
+//     evict pods the yield already made unnecessary. The member retries on
+//     the freed room.
+//  2. If a dry run says the whole gang would fit with lower-priority pods
+//     evicted (every member it still needs, shaped as this one, placed one
+//     after another on the snapshot with every pod of lower priority that is
+//     not the gang's own removed), the status lets a preemption plugin after
+//     Coscheduling in the profile (DefaultPreemption) make room for this
+//     member. A gang preempts only when it would then complete, so no gang
+//     evicts pods for a gang that would still wait.
 //  3. Otherwise the gang cannot complete now: its own held members are
 //     released (nothing stays assumed for a gang that cannot run) and
 //     preemption is declined (UnschedulableAndUnresolvable stops the
-//     PostFilter plugins after this one): no victims for a gang that would
-//     still not complete.
+//     PostFilter plugins after this one).
+//
+// The status message (in the pod's FailedScheduling event) says which.
 func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	key, ok := groupKeyOf(pod)
 	if !ok {
@@ -484,20 +495,24 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	sh := pl.shared
 	logger := klog.FromContext(ctx)
 	if released := pl.yieldLowerRanked(ctx, state, pod, key); len(released) > 0 {
-		msg := fmt.Sprintf("released the members held at Permit by lower-ranked pod groups %s for pod group %s", strings.Join(released, ", "), key)
+		msg := fmt.Sprintf("released the members held at Permit by lower-ranked pod groups %s for pod group %s; no preemption in this cycle, the member retries on the freed room", strings.Join(released, ", "), key)
 		logger.V(3).Info("Coscheduling: "+msg, "pod", klog.KObj(pod))
-		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	c, s, _, _ := sh.mgr.snapshot(key)
 	if s == nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %q does not exist", key))
 	}
-	if c.placed+1 >= s.minMember && pl.preemptionMayHelp(ctx, state, pod, key) {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("pod group %s: %d/%d members placed, this is the last one needed and preemption may make room", key, c.placed, s.minMember))
+	needed := max(s.minMember-c.placed, 1)
+	fit, fitted := pl.gangFitsAfterPreemption(ctx, state, pod, key, needed)
+	if fit {
+		msg := fmt.Sprintf("pod group %s: %d/%d members placed; with lower-priority pods evicted the gang would complete (a dry run fits all %d more needed): preemption may make room for %s", key, c.placed, s.minMember, needed, pod.Name)
+		logger.V(4).Info("Coscheduling: "+msg, "pod", klog.KObj(pod))
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
-	why := "preemption declined for a gang that would still not complete"
-	if c.placed+1 >= s.minMember {
-		why = "no preemption could make room for its last member"
+	why := fmt.Sprintf("preemption declined: with every lower-priority pod evicted a dry run fits %d of the %d more needed, so the gang would still not complete", fitted, needed)
+	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
+		why = "preemption declined: the member's preemptionPolicy is Never"
 	}
 	msg := fmt.Sprintf("pod group %s cannot be placed now: %d/%d members placed and %s fits no node; %s", key, c.placed, s.minMember, pod.Name, why)
 	if n := sh.rejectWaiting(key, msg+"; the gang's held members are released"); n > 0 {
@@ -628,38 +643,78 @@ func (pl *Coscheduling) fitsWithout(ctx context.Context, state fwk.CycleState, p
 	return false
 }
 
-// preemptionMayHelp reports whether evicting lower-priority pods could make
-// room for pod on some node: the question DefaultPreemption answers, asked
-// cheaply (all lower-priority pods of a node removed at once) so that a gang
-// whose last member could not fit even then lets go of what it holds.
-func (pl *Coscheduling) preemptionMayHelp(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key string) bool {
+// gangFitsAfterPreemption is the dry run of PostFilter's step 2: it places
+// the needed members, each shaped as pod (the cycle state is pod's: members
+// of one gang usually share a template), one after another on copies of the
+// snapshot's nodes from which every pod of lower priority than pod that is
+// not a member of its gang is removed, through the handle's Filter plugins
+// with the PreFilter extensions told of each removal and addition, as
+// preemption simulates. It reports whether all fit and how many did. Each
+// node is tried once and takes as many members as fit, so the run costs one
+// Filter pass over the nodes plus one per member.
+func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key string, needed int) (bool, int) {
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
-		return false
+		return false, 0
 	}
 	nodes, err := pl.fh.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
-		return true // let DefaultPreemption decide
+		return true, 0 // let the preemption plugin decide
 	}
+	logger := klog.FromContext(ctx)
 	prio := corev1helpers.PodPriority(pod)
-	byNode := map[string][]*v1.Pod{}
-	for _, ni := range nodes {
-		for _, pi := range ni.GetPods() {
+	s := state.Clone()
+	placed := 0
+	for _, orig := range nodes {
+		ni := orig
+		copied := false
+		for _, pi := range orig.GetPods() {
 			p := pi.GetPod()
-			if k, ok := groupKeyOf(p); ok && k == key {
+			if k, ok := groupKeyOf(p); (ok && k == key) || corev1helpers.PodPriority(p) >= prio {
 				continue
 			}
-			if corev1helpers.PodPriority(p) < prio {
-				byNode[ni.Node().Name] = append(byNode[ni.Node().Name], p)
+			if !copied {
+				ni, copied = orig.Snapshot(), true
+			}
+			if ni.RemovePod(logger, p) != nil || !pl.fh.RunPreFilterExtensionRemovePod(ctx, s, pod, pi, ni).IsSuccess() {
+				return true, placed // cannot simulate: let the preemption plugin decide
+			}
+		}
+		for pl.fh.RunFilterPluginsWithNominatedPods(ctx, s, pod, ni).IsSuccess() {
+			if placed++; placed == needed {
+				return true, placed
+			}
+			if !copied {
+				ni, copied = orig.Snapshot(), true
+			}
+			member := pod.DeepCopy()
+			member.UID = types.UID(fmt.Sprintf("%s-dry-run-%d", pod.UID, placed))
+			member.Spec.NodeName = ni.Node().Name
+			pi, err := framework.NewPodInfo(member)
+			if err != nil {
+				return true, placed
+			}
+			ni.AddPodInfo(pi)
+			if !pl.fh.RunPreFilterExtensionAddPod(ctx, s, pod, pi, ni).IsSuccess() {
+				return true, placed
 			}
 		}
 	}
-	return len(byNode) > 0 && pl.fitsWithout(ctx, state, pod, byNode)
+	return false, placed
 }
 
+// reservedKey marks, in the cycle state, that Reserve counted the member in
+// this cycle (Unreserve acts only then).
+const reservedKey fwk.StateKey = "Reserve" + Name
+
+type reservedMark struct{}
+
+func (reservedMark) Clone() fwk.StateData { return reservedMark{} }
+
 // Reserve counts the member as placed.
-func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+func (pl *Coscheduling) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
 	if key, ok := groupKeyOf(pod); ok {
 		pl.shared.mgr.reserve(key, pod.UID)
+		state.Write(reservedKey, reservedMark{})
 	}
 	return nil
 }
@@ -669,9 +724,15 @@ func (pl *Coscheduling) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod
 // it, so that no resources stay assumed for a gang that will not run. A
 // member whose binding failed after the gang was released is retried at once
 // and the gang stands: its bound members stay bound.
-func (pl *Coscheduling) Unreserve(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+func (pl *Coscheduling) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
 	key, ok := groupKeyOf(pod)
 	if !ok {
+		return
+	}
+	if _, err := state.Read(reservedKey); err != nil {
+		// The framework runs every Reserve plugin's Unreserve after a
+		// Reserve failure: an earlier plugin's failed before this one's
+		// Reserve ran, so the member never was this plugin's.
 		return
 	}
 	sh := pl.shared
@@ -718,7 +779,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	if s == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %q does not exist", key)), 0
 	}
-	released, c := sh.mgr.permit(key, pod.UID)
+	released, c := sh.mgr.permit(key, pod.UID, pl.held)
 	if released {
 		for _, wp := range sh.waitingMembers(key) {
 			wp.Allow(Name)
@@ -741,6 +802,20 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 		}
 	}
 	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("pod group %s: %d/%d members placed, waiting for the rest", key, c.placed, s.minMember)), s.timeout
+}
+
+// held reports whether the framework still holds a member at Permit: it is
+// in the waiting-pods map (the binding goroutine removes it as soon as a
+// rejection wakes it) and the scheduler's informer still has the pod (a
+// deletion removes it there before the framework rejects the waiting pod).
+func (pl *Coscheduling) held(uid types.UID) bool {
+	wp := pl.fh.GetWaitingPod(uid)
+	if wp == nil {
+		return false
+	}
+	p := wp.GetPod()
+	cur, err := pl.fh.SharedInformerFactory().Core().V1().Pods().Lister().Pods(p.Namespace).Get(p.Name)
+	return err == nil && cur.UID == uid && cur.DeletionTimestamp == nil
 }
 
 // PostBind: nothing to do per pod; the latency metric is observed when the

@@ -231,7 +231,8 @@ func TestMemberThatFitsNowhereReleasesTheGang(t *testing.T) {
 
 // The last member a gang needs may preempt when evicting lower-priority
 // pods could make room: the status lets DefaultPreemption run. When nothing
-// could, the gang lets go of what it holds.
+// could, the gang lets go of what it holds. (Gangs that need room for
+// several members: TestGangNeedingPreemptionForSeveralMembers.)
 func TestLastMember(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
@@ -240,8 +241,8 @@ func TestLastMember(t *testing.T) {
 		wantMsg      string
 		wantHeldLeft int
 	}{
-		{"a lower-priority pod could make room", 0, fwk.Unschedulable, "this is the last one needed and preemption may make room", 1},
-		{"only pods of equal priority", 100, fwk.UnschedulableAndUnresolvable, "no preemption could make room for its last member", 0},
+		{"a lower-priority pod could make room", 0, fwk.Unschedulable, "the gang would complete (a dry run fits all 1 more needed): preemption may make room", 1},
+		{"only pods of equal priority", 100, fwk.UnschedulableAndUnresolvable, "preemption declined: with every lower-priority pod evicted a dry run fits 0 of the 1 more needed", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1)}
@@ -284,9 +285,10 @@ func TestTwoGangsNeverBothHalfHeld(t *testing.T) {
 			}
 		}
 	}
-	// a2 fits nowhere; b (younger) yields its held members.
+	// a2 fits nowhere; b (younger) yields its held members, and the
+	// PostFilter chain ends there.
 	st := s.schedule(a[2])
-	if st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "lower-ranked pod groups jobs/b") {
+	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "lower-ranked pod groups jobs/b") {
 		t.Fatalf("a2: %v, want b released", st)
 	}
 	s.waitDone("b-0", "b-1")

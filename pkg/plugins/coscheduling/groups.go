@@ -133,7 +133,10 @@ type manager struct {
 	mu     sync.RWMutex
 	groups map[string]*group
 	dirty  sets.Set[string] // groups whose status may have changed
-	now    func() time.Time
+	// trackDirty: a status writer takes from dirty (writeStatus is on);
+	// without one, nothing is marked, so the set cannot grow.
+	trackDirty bool
+	now        func() time.Time
 }
 
 func newManager() *manager {
@@ -166,7 +169,7 @@ func (m *manager) setSpec(key string, s *spec) bool {
 	g := m.get(key)
 	old := g.spec
 	g.spec = s
-	m.dirty.Insert(key)
+	m.touch(key)
 	if s == nil {
 		g.failed = false
 		m.forget(key)
@@ -235,7 +238,7 @@ func (m *manager) observe(key string, pod *v1.Pod) (quorumReached bool) {
 	if g.spec != nil && after.ready >= g.spec.minMember && g.scheduleStart.IsZero() {
 		g.scheduleStart = m.now()
 	}
-	m.dirty.Insert(key)
+	m.touch(key)
 	return g.spec != nil && before.ready < g.spec.minMember && after.ready >= g.spec.minMember
 }
 
@@ -254,7 +257,7 @@ func (m *manager) remove(key string, uid types.UID) {
 	if len(g.members) == 0 {
 		g.firstSeen, g.completed, g.scheduleStart = time.Time{}, false, time.Time{}
 	}
-	m.dirty.Insert(key)
+	m.touch(key)
 	m.forget(key)
 }
 
@@ -279,7 +282,7 @@ func (m *manager) reserve(key string, uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.get(key).reserved.Insert(uid)
-	m.dirty.Insert(key)
+	m.touch(key)
 }
 
 // unreserve undoes reserve. It reports whether the member had been released
@@ -299,7 +302,7 @@ func (m *manager) unreserve(key string, uid types.UID) (wasAllowed bool, waited 
 	g.reserved.Delete(uid)
 	g.allowed.Delete(uid)
 	delete(g.waitingSince, uid)
-	m.dirty.Insert(key)
+	m.touch(key)
 	m.forget(key)
 	return wasAllowed, waited
 }
@@ -307,16 +310,38 @@ func (m *manager) unreserve(key string, uid types.UID) (wasAllowed bool, waited 
 // permit decides for uid, which Reserve counted: release when the gang has
 // minMember members placed (all reserved members are then allowed), else
 // wait. Released reports the release.
-func (m *manager) permit(key string, uid types.UID) (released bool, c counts) {
+//
+// A member waiting at Permit counts only while the framework still holds it
+// (held; a member whose own timeout is due within timerMargin does not):
+// the framework's timer, a deletion or a preemption rejects a waiting pod
+// without telling this plugin, whose Unreserve runs later on the binding
+// goroutine. Counting such a member would release a gang one short.
+func (m *manager) permit(key string, uid types.UID, held func(types.UID) bool) (released bool, c counts) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.get(key)
 	c = g.counts()
-	if g.spec != nil && c.placed >= g.spec.minMember {
-		g.allowed = g.allowed.Union(g.reserved)
-		clear(g.waitingSince)
+	gone := sets.New[types.UID]()
+	if g.spec != nil {
+		for w, since := range g.waitingSince {
+			if w == uid || g.allowed.Has(w) {
+				continue
+			}
+			if !m.now().Before(since.Add(g.spec.timeout-timerMargin)) || (held != nil && !held(w)) {
+				gone.Insert(w)
+			}
+		}
+	}
+	if g.spec != nil && c.placed-gone.Len() >= g.spec.minMember {
+		g.allowed = g.allowed.Union(g.reserved.Difference(gone))
+		for w := range g.waitingSince {
+			if !gone.Has(w) {
+				delete(g.waitingSince, w)
+			}
+		}
 		return true, c
 	}
+	c.placed -= gone.Len()
 	g.waitingSince[uid] = m.now()
 	return false, c
 }
@@ -425,6 +450,13 @@ func (m *manager) completion(key string) (time.Duration, bool) {
 	}
 	g.completed = true
 	return m.now().Sub(g.firstSeen), true
+}
+
+// touch marks key's status as possibly stale; mu held for writing.
+func (m *manager) touch(key string) {
+	if m.trackDirty {
+		m.dirty.Insert(key)
+	}
 }
 
 // takeDirty returns the groups whose status may have changed, sorted.

@@ -105,10 +105,23 @@ type sim struct {
 	bound  map[string]string // pod -> node, bound
 	failed map[string]string // pod -> last failure
 	done   map[string]chan struct{}
-	wg     sync.WaitGroup
+	// holdUnreserve: a pod's binding goroutine waits on its channel between
+	// a rejection at Permit and Unreserve.
+	holdUnreserve map[string]chan struct{}
+	wg            sync.WaitGroup
 }
 
 func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods []*v1.Pod, opts ...frameworkruntime.Option) *sim {
+	t.Helper()
+	return newSimWith(t, extraPlugins{}, nodes, pgs, pods, opts...)
+}
+
+// extraPlugins are registered before Coscheduling (they run first at each
+// extension point they implement) and after it.
+type extraPlugins struct{ before, after []tf.RegisterPluginFunc }
+
+// newSimWith is newSim with more plugins.
+func newSimWith(t *testing.T, extra extraPlugins, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods []*v1.Pod, opts ...frameworkruntime.Option) *sim {
 	t.Helper()
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
 	_, ctx := ktesting.NewTestContext(t)
@@ -122,7 +135,7 @@ func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods 
 	informerFactory := informers.NewSharedInformerFactory(cs, 0)
 	snapshot := internalcache.NewSnapshot(nil, nodes)
 	s := &sim{t: t, ctx: ctx, snapshot: snapshot, cs: cs, pgc: fakePGClient(pgs...), rec: &handletest.Recorder{},
-		bound: map[string]string{}, failed: map[string]string{}, done: map[string]chan struct{}{}}
+		bound: map[string]string{}, failed: map[string]string{}, done: map[string]chan struct{}{}, holdUnreserve: map[string]chan struct{}{}}
 	factory := func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		p, err := newWithClient(s.pgc)(ctx, defaultArgs(), h)
 		if err == nil {
@@ -138,8 +151,10 @@ func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods 
 				Type: schedconfig.LeastAllocated, Resources: []schedconfig.ResourceSpec{{Name: "cpu", Weight: 1}},
 			}}, h, plfeature.Features{})
 		}, "PreFilter", "Filter"),
-		tf.RegisterPluginAsExtensions(Name, factory, "PreEnqueue", "PreFilter", "PostFilter", "Reserve", "Permit"),
 	}
+	registrations = append(registrations, extra.before...)
+	registrations = append(registrations, tf.RegisterPluginAsExtensions(Name, factory, "PreEnqueue", "PreFilter", "PostFilter", "Reserve", "Permit"))
+	registrations = append(registrations, extra.after...)
 	base := []frameworkruntime.Option{
 		frameworkruntime.WithClientSet(cs),
 		frameworkruntime.WithInformerFactory(informerFactory),
@@ -283,6 +298,15 @@ func (s *sim) schedule(pod *v1.Pod) *fwk.Status {
 		defer s.wg.Done()
 		defer close(done)
 		if st := s.f.WaitOnPermit(ctx, assumed); !st.IsSuccess() {
+			// The scheduler's binding goroutine reaches Unreserve some time
+			// after the rejection (handleBindingCycleError); a test can hold
+			// it there.
+			s.mu.Lock()
+			hold := s.holdUnreserve[pod.Name]
+			s.mu.Unlock()
+			if hold != nil {
+				<-hold
+			}
 			s.forget(assumed, chosen)
 			s.f.RunReservePluginsUnreserve(ctx, state, assumed, nodeName)
 			s.fail(pod, st)

@@ -24,7 +24,10 @@ import (
 // round. A process that starts leading writes every group once.
 func (sh *shared) writeStatus(ctx context.Context) {
 	if !sh.mayWrite() {
+		// A replica that does not write keeps no backlog: the one that
+		// starts writing marks every group (below).
 		sh.writing.Store(false)
+		sh.mgr.takeDirty()
 		return
 	}
 	if !sh.writing.Swap(true) {
