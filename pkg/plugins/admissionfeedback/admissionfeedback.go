@@ -173,6 +173,25 @@ func newShared(ctx context.Context, h fwk.Handle, args *config.AdmissionFeedback
 	if err != nil {
 		return nil, fmt.Errorf("watching Failed pods: %w", err)
 	}
+	// Pods registered to be activated when an avoidance ends are forgotten
+	// once bound or deleted (the scheduler's own pod informer: pending and
+	// bound pods).
+	if _, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			if o, ok := oldObj.(*v1.Pod); ok && o.Spec.NodeName == "" {
+				if n, ok := newObj.(*v1.Pod); ok && n.Spec.NodeName != "" {
+					sh.store.forgetWaiting(n)
+				}
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if p, _, err := schedutil.As[*v1.Pod](obj, nil); err == nil && p != nil {
+				sh.store.forgetWaiting(p)
+			}
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
 	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) { sh.nodeUpdated(logger, oldObj, newObj) },
 		DeleteFunc: func(obj any) { sh.nodeDeleted(logger, obj) },
@@ -208,18 +227,18 @@ func (r *replay) add(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	o, ok := r.sh.refusalOf(pod)
-	if !ok {
-		return
-	}
 	r.mu.Lock()
 	if !r.done {
-		r.pending = append(r.pending, o)
+		if o, ok := r.sh.refusalOf(pod, false); ok {
+			r.pending = append(r.pending, o)
+		}
 		r.mu.Unlock()
 		return
 	}
 	r.mu.Unlock()
-	r.sh.record(logger, o, true)
+	if o, ok := r.sh.refusalOf(pod, true); ok {
+		r.sh.record(logger, o, true)
+	}
 }
 
 func (r *replay) finish(logger klog.Logger) int {
@@ -240,18 +259,53 @@ func slimFailedPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone
 	}
-	return &v1.Pod{
+	slim := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
 			ResourceVersion: pod.ResourceVersion, OwnerReferences: pod.OwnerReferences},
 		Spec: v1.PodSpec{NodeName: pod.Spec.NodeName},
 		Status: v1.PodStatus{Phase: pod.Status.Phase, Reason: pod.Status.Reason,
 			Message: truncate(pod.Status.Message, maxMessage), StartTime: pod.Status.StartTime},
-	}, nil
+	}
+	// Of the conditions, only the latest transition time is read
+	// (statusTime): one condition carries it.
+	if t := latestTransition(pod); !t.IsZero() {
+		slim.Status.Conditions = []v1.PodCondition{{Type: v1.PodReady, LastTransitionTime: metav1.NewTime(t)}}
+	}
+	return slim, nil
+}
+
+// latestTransition is the latest lastTransitionTime of the pod's conditions.
+func latestTransition(pod *v1.Pod) time.Time {
+	var t time.Time
+	for _, c := range pod.Status.Conditions {
+		if c.LastTransitionTime.After(t) {
+			t = c.LastTransitionTime.Time
+		}
+	}
+	return t
+}
+
+// statusTime is when a Failed pod of the informer's initial list failed, as
+// near as its status says: the kubelet turns the Ready condition False when
+// it refuses a pod, also one it admits again after a restart, whose
+// startTime is the original (days ago, maybe); without conditions, the
+// startTime the kubelet sets when it refuses a pod that never ran.
+func statusTime(pod *v1.Pod) time.Time {
+	if t := latestTransition(pod); !t.IsZero() {
+		return t
+	}
+	if st := pod.Status.StartTime; st != nil {
+		return st.Time
+	}
+	return time.Time{}
 }
 
 // refusalOf reads a refused pod: Failed with an admission reason, on a
-// node, of a controller that is not a DaemonSet.
-func (sh *shared) refusalOf(pod *v1.Pod) (observed, bool) {
+// node, of a controller that is not a DaemonSet. live: the informer sees the
+// pod turn Failed now (after its initial list), and the refusal is timed
+// now; a pod of the initial list (this scheduler just started) is timed by
+// its status (statusTime), never later than now.
+func (sh *shared) refusalOf(pod *v1.Pod, live bool) (observed, bool) {
 	if !sh.isRefusal(pod) {
 		return observed{}, false
 	}
@@ -259,11 +313,9 @@ func (sh *shared) refusalOf(pod *v1.Pod) (observed, bool) {
 	if !ok {
 		return observed{}, false
 	}
-	// The kubelet sets startTime when it refuses a pod that never ran;
-	// it is when the refusal happened, which a restarted scheduler needs.
 	at := sh.now()
-	if st := pod.Status.StartTime; st != nil && !st.IsZero() && st.Time.Before(at) {
-		at = st.Time
+	if t := statusTime(pod); !live && !t.IsZero() && t.Before(at) {
+		at = t
 	}
 	return observed{
 		ctrl: ctrl, node: pod.Spec.NodeName, reason: pod.Status.Reason,
@@ -403,7 +455,7 @@ func (pl *AdmissionFeedback) PreFilter(ctx context.Context, state fwk.CycleState
 	for _, r := range refusals {
 		msg := refusalMessage(r, now)
 		s.avoided[r.node] = msg
-		pl.shared.events.pod(pod, r.node, msg)
+		pl.shared.events.pod(pod, ctrl, r.node, msg)
 	}
 	klog.FromContext(ctx).V(4).Info("AdmissionFeedback: avoiding nodes that refused the controller's pods", "pod", klog.KObj(pod), "controller", ctrl.String(), "nodes", len(s.avoided))
 	state.Write(preFilterStateKey, s)

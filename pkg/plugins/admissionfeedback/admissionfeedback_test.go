@@ -128,10 +128,12 @@ func node(name string) *v1.Node {
 	return st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4", v1.ResourcePods: "110"}).Obj()
 }
 
-// observe feeds a Failed pod to the plugin as its informer would.
+// observe feeds a Failed pod to the plugin, timed by its status (as a
+// restarted scheduler times the pods it lists) so that a test sets each
+// refusal's time; the live path times by the clock (TestRefusalOfAPodThatHadRunIsNotBornExpired).
 func (e *env) observe(pods ...*v1.Pod) {
 	for _, p := range pods {
-		if o, ok := e.pl.shared.refusalOf(p); ok {
+		if o, ok := e.pl.shared.refusalOf(p, false); ok {
 			e.pl.shared.record(klog.FromContext(e.ctx), o, true)
 		}
 	}
@@ -444,7 +446,7 @@ func TestStateIsBounded(t *testing.T) {
 	e := newEnv(t, nil)
 	quiet := klog.Background() // 15,000 refusals: the test logger would print each
 	for i := range 15000 {
-		o, _ := e.pl.shared.refusalOf(refused(fmt.Sprintf("p-%d", i), fmt.Sprintf("rs-%d", i%5000), fmt.Sprintf("n-%d", i%3), "OutOfcpu", t0.Add(time.Duration(i)*time.Millisecond)))
+		o, _ := e.pl.shared.refusalOf(refused(fmt.Sprintf("p-%d", i), fmt.Sprintf("rs-%d", i%5000), fmt.Sprintf("n-%d", i%3), "OutOfcpu", t0.Add(time.Duration(i)*time.Millisecond)), false)
 		e.pl.shared.record(quiet, o, true)
 	}
 	if n := e.pl.shared.store.size(); n > maxRefusals || n < maxRefusals*9/10 {
@@ -483,12 +485,16 @@ func TestSlimFailedPodKeepsWhatARefusalNeeds(t *testing.T) {
 	full := refused("web-1", "web", "n1", "OutOfcpu", t0.Add(-time.Minute))
 	full.Labels = map[string]string{"app": "web"}
 	full.Spec.Containers = []v1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}}
+	full.Status.Conditions = []v1.PodCondition{
+		{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(-3 * time.Minute))},
+		{Type: v1.PodReady, Status: v1.ConditionFalse, Reason: "PodFailed", LastTransitionTime: metav1.NewTime(t0.Add(-2 * time.Minute))},
+	}
 	slim, err := slimFailedPod(full)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := e.pl.shared.refusalOf(full)
-	got, ok := e.pl.shared.refusalOf(slim.(*v1.Pod))
+	want, _ := e.pl.shared.refusalOf(full, false)
+	got, ok := e.pl.shared.refusalOf(slim.(*v1.Pod), false)
 	if !ok || !cmp.Equal(want, got, cmp.AllowUnexported(observed{}, controller{})) {
 		t.Errorf("refusal of the slim pod %+v (%v), want %+v", got, ok, want)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/berth-scheduler/berth/internal/onceper"
 )
 
-// eventInterval: at most one event per pod and node, or per node, in it.
+// eventInterval: at most one event per controller and node, or per node, in it.
 const eventInterval = time.Minute
 
 // eventLimiter records events through the scheduler's event recorder (which
@@ -28,9 +28,12 @@ func newEventLimiter(fh fwk.Handle, allowed func() bool) *eventLimiter {
 	return &eventLimiter{fh: fh, allowed: allowed, once: onceper.New(eventInterval)}
 }
 
-// pod says on pod that node was skipped for it (from PreFilter).
-func (l *eventLimiter) pod(pod *v1.Pod, node, msg string) {
-	if l.take(string(pod.UID) + "|" + node) {
+// pod says on pod that node was skipped for it (from PreFilter): once per
+// controller and node in eventInterval, on the first of the controller's
+// pods to reach PreFilter (a Job of a thousand pending pods avoiding ten
+// nodes records ten events, not ten thousand).
+func (l *eventLimiter) pod(pod *v1.Pod, ctrl controller, node, msg string) {
+	if l.take(string(ctrl.uid) + "|" + node) {
 		l.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, ReasonNodeRefusedSibling, "Scheduling", "Skipping %s", msg)
 	}
 }

@@ -201,6 +201,20 @@ func (s *store) avoided(ctrl types.UID, pod *v1.Pod, now time.Time) []observed {
 	return out
 }
 
+// forgetWaiting drops pod from the pods waiting for its controller's
+// avoidances (it was bound or deleted).
+func (s *store) forgetWaiting(pod *v1.Pod) {
+	ctrl, ok := controllerOf(pod)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range s.byCtrl[ctrl.uid] {
+		delete(r.waiting, pod.UID)
+	}
+}
+
 // forgetNode drops every refusal of the node (fixed, or deleted) and
 // returns the pods that waited for it.
 func (s *store) forgetNode(node string, now time.Time) (forgotten int, waiting []*v1.Pod) {
