@@ -28,6 +28,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/internal/podupdate"
 )
 
 // CELPolicy evaluates the configured rules. It holds no per-pod state between
@@ -655,7 +656,8 @@ func (pl *CELPolicy) isSchedulableAfterPodUpdate(logger klog.Logger, pod *v1.Pod
 	if err != nil {
 		return fwk.Queue, err
 	}
-	if newPod.UID != pod.UID {
+	if newPod.UID != pod.UID || podupdate.OnlyBerthAnnotations(oldPod, newPod) {
+		// Explain's write of its result is not a change a rule reads.
 		return fwk.QueueSkip, nil
 	}
 	before, err := pl.matchPod(logger, oldPod)

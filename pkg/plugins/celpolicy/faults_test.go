@@ -63,6 +63,9 @@ func TestPodUpdateRequeuesThePodItself(t *testing.T) {
 		{"relabelled tier: batch -> web: the rule no longer matches", pl, batch, web, fwk.Queue},
 		{"opt-in annotation added: a pod-reading filter may pass", pl, batch, annotated, fwk.Queue},
 		{"an unrelated label, no pod-reading filter: nothing changes", noPodFilter, batch, other, fwk.QueueSkip},
+		// Issue #26 item 10: Explain's own write of its result (and the
+		// request that asks for it) is not a change of the pod a rule reads.
+		{"Explain writes its result: no requeue, even with a pod-reading filter", pl, explainAsked(batch, false), explainAsked(batch, true), fwk.QueueSkip},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := hintFor(t, tc.pl, fwk.TargetPod)
@@ -221,3 +224,16 @@ func TestNodeCacheShrinksWithNodeChurn(t *testing.T) {
 func ktypesUID(i int) ktypes.UID { return ktypes.UID(fmt.Sprintf("uid-%d", i)) }
 
 func resourceQuantity(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
+
+// explainAsked is p asking Explain for an explanation, with its result
+// written if written.
+func explainAsked(p *v1.Pod, written bool) *v1.Pod {
+	p = p.DeepCopy()
+	p.ResourceVersion = "1"
+	p.Annotations = map[string]string{"explain.berth.dev/request": "true"}
+	if written {
+		p.ResourceVersion = "2"
+		p.Annotations["explain.berth.dev/result"] = `{"version":"explain.berth.dev/v1alpha1","outcome":"Pending"}`
+	}
+	return p
+}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
@@ -87,7 +88,31 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if len(args.Namespaces) > 0 {
 		pl.namespaces = sets.New(args.Namespaces...)
 	}
+	if f := h.SharedInformerFactory(); f != nil {
+		// A pending pod that starts asking is brought back for a cycle:
+		// an annotation-only update requeues nothing by itself, and the
+		// next attempt could be minutes away.
+		if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(oldObj, newObj any) { pl.podUpdated(klog.FromContext(ctx), oldObj, newObj) },
+		}); err != nil {
+			return nil, fmt.Errorf("watching pods: %w", err)
+		}
+	}
 	return pl, nil
+}
+
+// podUpdated activates a pending pod whose request annotation appeared.
+func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
+	o, ok1 := oldObj.(*v1.Pod)
+	n, ok2 := newObj.(*v1.Pod)
+	if !ok1 || !ok2 || n.Spec.NodeName != "" || o.Annotations[AnnotationRequest] == "true" || n.Annotations[AnnotationRequest] != "true" {
+		return
+	}
+	if pl.namespaces != nil && !pl.namespaces.Has(n.Namespace) {
+		return
+	}
+	logger.V(4).Info("Explain: a pending pod asks for an explanation; activating it", "pod", klog.KObj(n))
+	pl.fh.Activate(logger, map[string]*v1.Pod{n.Namespace + "/" + n.Name: n})
 }
 
 // wants: the pod asks (or is sampled), in a namespace explanations are for.
@@ -174,9 +199,13 @@ func (pl *Explain) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {
 
 // PostFilter explains why a pod fits nowhere, from the cycle's own
 // statuses. Informational: it returns Unschedulable, so the next PostFilter
-// plugin (preemption) runs; name Explain before DefaultPreemption.
+// plugin (preemption) runs; name Explain before DefaultPreemption. A pod
+// whose PreFilter stopped before Explain's (a PreFilter plugin earlier in the
+// profile rejected it: a missing claim, a quota) has no mark in the cycle
+// state; it is explained if it asks, from the statuses the framework gave
+// every node (the rejecting plugin and its message).
 func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	if explaining(state) == nil {
+	if explaining(state) == nil && !pl.wants(pod) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	start := pl.now()
@@ -297,14 +326,12 @@ func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, assu
 		p.Note = strings.TrimPrefix(p.Note+"; "+note, "; ")
 	}
 	top := int(pl.args.TopNodes)
-	keep := sets.New[string]()
 	for i, sc := range scores {
 		if i < top || sc.Name == chosen {
 			p.Top = append(p.Top, nodeScore(sc))
-			keep.Insert(sc.Name)
 		}
 	}
-	pl.redact(r, nodes, keep)
+	pl.redact(r, nodes, sets.New(chosen))
 	return r, nil
 }
 
@@ -361,13 +388,11 @@ func (pl *Explain) explainPending(pod *v1.Pod, m fwk.NodeToStatusReader) (*Resul
 		}
 		return nearest[i].Node < nearest[j].Node
 	})
-	keep := sets.New[string]()
 	for i := 0; i < len(nearest) && i < int(pl.args.TopNodes); i++ {
 		r.Nearest = append(r.Nearest, nearest[i].Nearest)
-		keep.Insert(nearest[i].Node)
 	}
 	r.Rejections = rej.list()
-	pl.redact(r, nodes, keep)
+	pl.redact(r, nodes, nil)
 	return r, nil
 }
 
@@ -383,8 +408,9 @@ func quantity(name v1.ResourceName, v int64) string {
 	}
 }
 
-// redact, with redactNodes, replaces in the reasons the names of the
-// snapshot's nodes not kept (the chosen node and the listed ones).
+// redact, with redactNodes, replaces the names of the snapshot's nodes not
+// kept (the pod's own node, if placed) everywhere in the result: in the
+// reasons (whole words only), the top nodes and the nearest nodes.
 func (pl *Explain) redact(r *Result, nodes []fwk.NodeInfo, keep sets.Set[string]) {
 	if !pl.args.RedactNodes {
 		return
@@ -398,16 +424,52 @@ func (pl *Explain) redact(r *Result, nodes []fwk.NodeInfo, keep sets.Set[string]
 	for i := range r.Rejections {
 		for j := range r.Rejections[i].Reasons {
 			rc := &r.Rejections[i].Reasons[j]
-			words := strings.FieldsFunc(rc.Reason, func(c rune) bool {
-				return c == ' ' || c == ',' || c == ':' || c == ';' || c == '(' || c == ')' || c == '"'
-			})
-			for _, w := range words {
-				if names.Has(w) {
-					rc.Reason = strings.ReplaceAll(rc.Reason, w, redacted)
-				}
+			rc.Reason = redactWords(rc.Reason, names)
+		}
+	}
+	if r.Placed != nil {
+		for i := range r.Placed.Top {
+			if names.Has(r.Placed.Top[i].Node) {
+				r.Placed.Top[i].Node = redacted
 			}
 		}
 	}
+	for i := range r.Nearest {
+		if names.Has(r.Nearest[i].Node) {
+			r.Nearest[i].Node = redacted
+		}
+	}
+}
+
+// redactWords replaces each word of s that is one of names; words are
+// separated by spaces and punctuation, which are kept.
+func redactWords(s string, names sets.Set[string]) string {
+	sep := func(c rune) bool {
+		return c == ' ' || c == ',' || c == ':' || c == ';' || c == '(' || c == ')' || c == '"' || c == '\'' || c == '[' || c == ']'
+	}
+	var b strings.Builder
+	word := -1
+	flush := func(end int) {
+		if word < 0 {
+			return
+		}
+		if w := s[word:end]; names.Has(w) {
+			b.WriteString(redacted)
+		} else {
+			b.WriteString(w)
+		}
+		word = -1
+	}
+	for i, c := range s {
+		if sep(c) {
+			flush(i)
+			b.WriteRune(c)
+		} else if word < 0 {
+			word = i
+		}
+	}
+	flush(len(s))
+	return b.String()
 }
 
 // summarizePlaced is the event's one line: the winner's margin over the

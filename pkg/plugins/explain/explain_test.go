@@ -68,6 +68,12 @@ type sim struct {
 
 func newSim(t testing.TB, args *config.ExplainArgs, nodes []*v1.Node, pods []*v1.Pod, objs ...runtime.Object) *sim {
 	t.Helper()
+	return newSimWith(t, args, nil, nodes, pods, objs...)
+}
+
+// newSimWith is newSim with more plugins registered before Explain.
+func newSimWith(t testing.TB, args *config.ExplainArgs, before []tf.RegisterPluginFunc, nodes []*v1.Node, pods []*v1.Pod, objs ...runtime.Object) *sim {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
@@ -78,7 +84,7 @@ func newSim(t testing.TB, args *config.ExplainArgs, nodes []*v1.Node, pods []*v1
 	informerFactory := informers.NewSharedInformerFactory(s.cs, 0)
 	s.snapshot = internalcache.NewSnapshot(pods, nodes)
 	fts := plfeature.Features{}
-	f, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+	registrations := []tf.RegisterPluginFunc{
 		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
 		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
 		// First: it sees every node (a rejecting filter stops the rest).
@@ -100,19 +106,23 @@ func newSim(t testing.TB, args *config.ExplainArgs, nodes []*v1.Node, pods []*v1
 		tf.RegisterPluginAsExtensionsWithWeight(tainttoleration.Name, 3, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			return tainttoleration.New(ctx, nil, h, fts)
 		}, "Filter", "PreScore", "Score"),
+	}
+	registrations = append(registrations, before...)
+	registrations = append(registrations,
 		tf.RegisterPluginAsExtensions(Name, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			p, err := New(ctx, args, h)
 			if err == nil {
 				s.pl = p.(*Explain)
 			}
 			return p, err
-		}, "PreFilter", "PreScore", "Reserve", "PostFilter"),
-	}, "berth",
+		}, "PreFilter", "PreScore", "Reserve", "PostFilter"))
+	f, err := tf.NewFramework(ctx, registrations, "berth",
 		frameworkruntime.WithClientSet(s.cs),
 		frameworkruntime.WithInformerFactory(informerFactory),
 		frameworkruntime.WithPodNominator(internalqueue.NewSchedulingQueue(nil, informerFactory)),
 		frameworkruntime.WithSnapshotSharedLister(s.snapshot),
 		frameworkruntime.WithEventRecorder(s.rec),
+		frameworkruntime.WithPodActivator(s.rec),
 	)
 	if err != nil {
 		t.Fatal(err)

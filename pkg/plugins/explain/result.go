@@ -22,7 +22,8 @@ const (
 	OutcomePlaced  = "Placed"
 	OutcomePending = "Pending"
 
-	// redacted stands for a node name outside the top ones with redactNodes.
+	// redacted stands for the name of a node other than the pod's own with
+	// redactNodes.
 	redacted = "(redacted)"
 
 	maxReasonsPerPlugin = 5

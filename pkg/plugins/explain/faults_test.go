@@ -1,0 +1,119 @@
+package explain
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	fwk "k8s.io/kube-scheduler/framework"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+
+	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/internal/podupdate"
+)
+
+// claimCheck rejects in PreFilter, as VolumeBinding rejects a pod whose
+// claim does not exist.
+type claimCheck struct{}
+
+func (claimCheck) Name() string { return "VolumeBinding" }
+func (claimCheck) PreFilter(context.Context, fwk.CycleState, *v1.Pod, []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, `persistentvolumeclaim "data" not found`)
+}
+func (claimCheck) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// Item 9 of issue #26: a pod that a PreFilter plugin before Explain rejects
+// (the framework's PreFilter loop stops there, so Explain's PreFilter never
+// runs) is explained all the same, naming the plugin and its message.
+func TestPodRejectedInPreFilterBeforeExplainIsExplained(t *testing.T) {
+	nodes, pods := cluster()
+	pod := asking("claims", "1")
+	before := []tf.RegisterPluginFunc{tf.RegisterPreFilterPlugin("VolumeBinding", func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+		return claimCheck{}, nil
+	})}
+	s := newSimWith(t, nil, before, nodes, pods, pod)
+	if out := s.schedule(pod); out.node != "" {
+		t.Fatalf("placed on %s", out.node)
+	}
+	r := s.result(pod)
+	want := []Rejection{{Plugin: "VolumeBinding", Nodes: 5, Reasons: []ReasonCount{{Reason: `persistentvolumeclaim "data" not found`, Nodes: 5}}}}
+	if r.Outcome != OutcomePending || !cmp.Equal(want, r.Rejections) {
+		t.Errorf("result %+v; rejections (-want,+got):\n%s", r, cmp.Diff(want, r.Rejections))
+	}
+}
+
+// Item 11 of issue #26: with redactNodes, no name of a node other than the
+// pod's own appears anywhere in the result, and a name is replaced only as a
+// whole word (gpu-1 redacted leaves gpu-10 alone when gpu-10 is kept, and
+// never yields "(redacted)0").
+func TestRedactNodesEverywhere(t *testing.T) {
+	nodes := []*v1.Node{mkNode("gpu-1", "4", "8Gi"), mkNode("gpu-10", "4", "8Gi"), mkNode("cpu-2", "4", "8Gi")}
+	s := newSim(t, &config.ExplainArgs{TopNodes: 3, RedactNodes: true}, nodes, nil)
+	snapshotNodes, err := s.snapshot.NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Result{
+		Placed: &Placed{Node: "gpu-10", Top: []NodeScore{{Node: "gpu-10", Total: 90}, {Node: "gpu-1", Total: 80}, {Node: "cpu-2", Total: 10}}},
+		Rejections: []Rejection{{Plugin: "AdmissionFeedback", Nodes: 1, Reasons: []ReasonCount{
+			{Reason: "node gpu-1 refused pod default/web-1 (gpu-1: OutOfcpu); see gpu-10", Nodes: 1},
+		}}},
+		Nearest: []Nearest{{Node: "cpu-2", Plugin: "NodeResourcesFit", Short: map[string]string{"cpu": "1"}}},
+	}
+	s.pl.redact(r, snapshotNodes, sets.New("gpu-10"))
+	wantReason := "node (redacted) refused pod default/web-1 ((redacted): OutOfcpu); see gpu-10"
+	if got := r.Rejections[0].Reasons[0].Reason; got != wantReason {
+		t.Errorf("reason %q, want %q", got, wantReason)
+	}
+	var top []string
+	for _, n := range r.Placed.Top {
+		top = append(top, n.Node)
+	}
+	if want := []string{"gpu-10", redacted, redacted}; !slices.Equal(top, want) {
+		t.Errorf("top nodes %v, want %v: only the pod's own node is named", top, want)
+	}
+	if r.Nearest[0].Node != redacted {
+		t.Errorf("nearest node %q, want it redacted", r.Nearest[0].Node)
+	}
+}
+
+// Item 12 of issue #26: annotating a pending pod to ask for an explanation
+// must bring it back for a cycle soon (an annotation-only update requeues
+// nothing by itself): Explain activates it.
+func TestAskingActivatesAPendingPod(t *testing.T) {
+	nodes, pods := cluster()
+	pod := asking("late", "15")
+	delete(pod.Annotations, AnnotationRequest)
+	s := newSim(t, nil, nodes, pods, pod)
+	factory := s.f.SharedInformerFactory()
+	factory.Start(s.ctx.Done())
+	factory.WaitForCacheSync(s.ctx.Done())
+	asked := pod.DeepCopy()
+	asked.Annotations = map[string]string{AnnotationRequest: "true"}
+	if _, err := s.cs.CoreV1().Pods(pod.Namespace).Update(s.ctx, asked, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(s.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return slices.Contains(s.rec.Activated(), "default/late"), nil
+	}); err != nil {
+		t.Errorf("activated %v after the pod asked for an explanation, want default/late", s.rec.Activated())
+	}
+}
+
+// The annotations Explain reads and writes are the ones other plugins' hints
+// recognise as Berth's own writes (podupdate).
+func TestAnnotationsAreBerths(t *testing.T) {
+	for _, a := range []string{AnnotationRequest, AnnotationResult} {
+		if !strings.HasPrefix(a, podupdate.AnnotationPrefix) {
+			t.Errorf("%s lacks the prefix %s", a, podupdate.AnnotationPrefix)
+		}
+	}
+}
