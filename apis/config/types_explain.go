@@ -16,6 +16,7 @@ type ExplainArgs struct {
 	Namespaces []string
 	// TopNodes is how many of the best-scored (or nearest) nodes are listed.
 	TopNodes int32
-	// RedactNodes replaces the names of nodes outside the top ones.
+	// RedactNodes replaces the name of every node other than the pod's own
+	// everywhere in the result.
 	RedactNodes bool
 }

@@ -19,18 +19,24 @@ import (
 // kubectlBerth runs bin/kubectl-berth (make test-integration builds it)
 // against the suite's API server and returns its standard output.
 func kubectlBerth(ctx SpecContext, args ...string) string {
-	bin := os.Getenv("BERTH_KUBECTL_BIN")
-	if bin == "" {
-		root, err := sandbox.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		bin = filepath.Join(root, "bin", "kubectl-berth")
-	}
+	bin := kubectlBerthBin()
 	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", env.Kubeconfig)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	Expect(err).NotTo(HaveOccurred(), "%s %v: %s", bin, args, stderr.String())
 	return string(out)
+}
+
+// kubectlBerthBin is bin/kubectl-berth, or BERTH_KUBECTL_BIN.
+func kubectlBerthBin() string {
+	GinkgoHelper()
+	if bin := os.Getenv("BERTH_KUBECTL_BIN"); bin != "" {
+		return bin
+	}
+	root, err := sandbox.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	return filepath.Join(root, "bin", "kubectl-berth")
 }
 
 // explanation polls the pod's explain.berth.dev/result.

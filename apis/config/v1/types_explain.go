@@ -21,7 +21,8 @@ type ExplainArgs struct {
 	// TopNodes is how many of the best-scored nodes (placed pods) or
 	// nearest nodes (pending pods) are listed. Default 5; 1 to 20.
 	TopNodes *int32 `json:"topNodes,omitempty"`
-	// RedactNodes replaces the names of nodes outside the top ones with
-	// "(redacted)". Default false.
+	// RedactNodes replaces the name of every node other than the pod's own
+	// with "(redacted)" everywhere in the result (reasons, top and nearest
+	// nodes). Default false.
 	RedactNodes *bool `json:"redactNodes,omitempty"`
 }
