@@ -37,6 +37,7 @@ import (
 	"github.com/berth-scheduler/berth/internal/crd"
 	"github.com/berth-scheduler/berth/internal/gang"
 	"github.com/berth-scheduler/berth/internal/perclient"
+	"github.com/berth-scheduler/berth/internal/preemptible"
 )
 
 const (
@@ -132,6 +133,9 @@ func newWithClient(c versioned.Interface) func(context.Context, runtime.Object, 
 		}
 		pl.executor = preemption.NewExecutor(h, fts)
 		pl.evaluator = preemption.NewEvaluator(Name, h, pl, pl.executor)
+		// ElasticQuota's preemption is the profile's (DefaultPreemption is
+		// disabled beside it): other plugins' dry runs use its rule.
+		preemptible.Provide(h, pl.rule)
 		return pl, nil
 	}
 }

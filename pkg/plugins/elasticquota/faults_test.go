@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -168,46 +170,105 @@ func TestReclaimNeverTakesABorrowerBelowMin(t *testing.T) {
 
 // Victims chosen by one preemption count as leaving for the next at once,
 // before the informer sees them deleted: preemptions of several pods in a
-// row (or concurrently) take a borrower back to its min, never below.
+// row (or concurrently) take a borrower back to its min, never below. Each
+// of the two ways a victim becomes leaving is tested alone: markPreempted
+// (PostFilter, from the victims the evaluator chose) and the DisruptionTarget
+// condition the preemption writes before it deletes.
 func TestConcurrentReclaimsStopAtMin(t *testing.T) {
-	m := newManager()
-	m.setQuota("a", newQuota(eq("a", rl("cpu", "2"), rl("cpu", "6")), nil))
-	m.setQuota("b", newQuota(eq("b", rl("cpu", "4"), rl("cpu", "8")), nil))
-	var all []*preemption.DomainVictim
-	for i := range 6 {
-		p := pod("a", fmt.Sprintf("a%d", i), "1", 100, "n")
-		m.observe(p)
-		all = append(all, victim(p))
-	}
-	pl := &ElasticQuota{shared: &shared{mgr: m}}
-	taken := 0
-	for i := range 6 {
-		p := pod("b", fmt.Sprintf("b%d", i), "1", 1000, "")
-		s := m.snapshot(p, podRequest(p), 1000)
-		vs := pl.eligibleVictims(s, all)
-		if len(vs) == 0 {
-			continue
-		}
-		// The preemption picks the least important eligible victim (the
-		// reprieve keeps the others): it is marked leaving at once.
-		chosen := vs[len(vs)-1].Pods()[0].GetPod()
-		m.markPreempted([]*v1.Pod{chosen})
-		taken++
-		// The victim's status patch (DisruptionTarget) arrives before its
-		// deletion: it stays leaving.
-		patched := chosen.DeepCopy()
-		patched.Status.Conditions = append(patched.Status.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue, Reason: v1.PodReasonPreemptionByScheduler})
-		m.observe(patched)
-		var rest []*preemption.DomainVictim
-		for _, v := range all {
-			if v.Pods()[0].GetPod().UID != chosen.UID {
-				rest = append(rest, v)
+	for _, tc := range []struct {
+		name string
+		mark func(m *manager, victim *v1.Pod)
+	}{
+		{"chosen victims marked by PostFilter", func(m *manager, victim *v1.Pod) { m.markPreempted([]*v1.Pod{victim}) }},
+		{"the DisruptionTarget patch seen by the informer", func(m *manager, victim *v1.Pod) {
+			patched := victim.DeepCopy()
+			patched.Status.Conditions = append(patched.Status.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+				Reason: v1.PodReasonPreemptionByScheduler, LastTransitionTime: metav1.NewTime(m.now())})
+			m.observe(patched)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newManager()
+			m.setQuota("a", newQuota(eq("a", rl("cpu", "2"), rl("cpu", "6")), nil))
+			m.setQuota("b", newQuota(eq("b", rl("cpu", "4"), rl("cpu", "8")), nil))
+			var all []*preemption.DomainVictim
+			for i := range 6 {
+				p := pod("a", fmt.Sprintf("a%d", i), "1", 100, "n")
+				m.observe(p)
+				all = append(all, victim(p))
 			}
-		}
-		all = rest
+			pl := &ElasticQuota{shared: &shared{mgr: m}}
+			taken := 0
+			for i := range 6 {
+				// The victims stay on the node until they are deleted: every
+				// preemption sees all six.
+				p := pod("b", fmt.Sprintf("b%d", i), "1", 1000, "")
+				vs := pl.eligibleVictims(m.snapshot(p, podRequest(p), 1000), all)
+				var chosen *v1.Pod
+				for _, v := range vs {
+					if c := v.Pods()[0].GetPod(); !m.pods[c.UID].leaving {
+						chosen = c // the evaluator would not pick a leaving pod twice: eligibleVictims must not offer it as new room
+					}
+				}
+				if chosen == nil || len(vs) == 0 {
+					continue
+				}
+				tc.mark(m, chosen)
+				taken++
+			}
+			if taken != 4 {
+				t.Errorf("six preemptions in a row took %d of a's pods, want 4 (a borrows 4 CPU over its 2-CPU min)", taken)
+			}
+		})
 	}
-	if taken != 4 {
-		t.Errorf("six preemptions in a row took %d of a's pods, want 4 (a borrows 4 CPU over its 2-CPU min)", taken)
+}
+
+// A victim whose deletion never comes (the preemption's API call failed)
+// counts as leaving for leavingGrace only: then its usage counts again and
+// reclaim may choose it again.
+func TestPreemptedVictimThatStaysCountsAgain(t *testing.T) {
+	m := newManager()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	m.now = func() time.Time { return now }
+	m.setQuota("a", newQuota(eq("a", rl("cpu", "2"), rl("cpu", "6")), nil))
+	v := pod("a", "a0", "1", 100, "n")
+	m.observe(v)
+	m.markPreempted([]*v1.Pod{v})
+	if got := m.nsLeaving["a"]["cpu"]; got != 1000 {
+		t.Fatalf("leaving %dm right after the preemption, want 1000m", got)
+	}
+	now = now.Add(leavingGrace)
+	m.expirePreempted()
+	if got := m.nsLeaving["a"]["cpu"]; got != 0 {
+		t.Errorf("leaving %dm %s after a preemption whose deletion never came, want 0", got, leavingGrace)
+	}
+	if m.preempted.Len() != 0 {
+		t.Errorf("%d victims still tracked", m.preempted.Len())
+	}
+}
+
+// PostFilter learns the chosen node's victims from the log the evaluator's
+// per-node dry runs write into their clones of the cycle state.
+func TestVictimLogSeesThroughStateClones(t *testing.T) {
+	nodes := []*v1.Node{node("n1", "4"), node("n2", "4")}
+	pods := []*v1.Pod{pod("a", "a-1", "2", 0, "n1"), pod("a", "a-2", "2", 0, "n1"), pod("a", "a-3", "2", 0, "n2"), pod("a", "a-4", "2", 0, "n2")}
+	pl, f, infos := newTestPlugin(t, nodes, pods, eq("a", rl("cpu", "2"), rl("cpu", "8")), eq("b", rl("cpu", "4"), rl("cpu", "8")))
+	_, ctx := ktesting.NewTestContext(t)
+	state := framework.NewCycleState()
+	log := &victimLog{byNode: map[string][]*v1.Pod{}}
+	state.Write(victimsKey, log)
+	preemptor := pod("b", "p", "2", 0, "")
+	if _, status, _ := f.RunPreFilterPlugins(ctx, state, preemptor); !status.IsSuccess() && status.Code() != fwk.Unschedulable {
+		t.Fatalf("PreFilter: %v", status)
+	}
+	candidates, _, err := pl.evaluator.DryRunPreemption(ctx, state, preemptor, infos, nil, 0, int32(len(infos)))
+	if err != nil || len(candidates) != 2 {
+		t.Fatalf("candidates %v, %v: want one per node", candidates, err)
+	}
+	for _, c := range candidates {
+		if got := log.on(c.Name()); len(got) != len(c.Victims().Pods) || len(got) == 0 {
+			t.Errorf("log on %s: %d victims, the candidate has %d", c.Name(), len(got), len(c.Victims().Pods))
+		}
 	}
 }
 

@@ -259,7 +259,6 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 // A victim that is a pod group is eligible only if all its pods are.
 func (pl *ElasticQuota) eligibleVictims(s *preFilterState, all []*preemption.DomainVictim) []*preemption.DomainVictim {
 	m := pl.shared.mgr
-	prio := s.prio
 	ns := s.pod.Namespace
 
 	// Least important first, so the cap on borrowers takes the right ones.
@@ -268,61 +267,32 @@ func (pl *ElasticQuota) eligibleVictims(s *preFilterState, all []*preemption.Dom
 
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	taken := map[string]vec{} // borrowers' requests already taken, by namespace
-	// borrows: other is above its min in a resource the preemptor asks for,
-	// counting pods already leaving (victims of this or a concurrent
-	// preemption, pods being deleted) and the victims taken so far. What a
-	// victim frees in other resources is a side effect: a pod is indivisible,
-	// and a team using less than its memory min must still give back the
-	// CPU it borrowed.
-	borrows := func(other string, q *quota) bool {
-		used, leaving := m.nsUsed[other], m.nsLeaving[other]
-		for name, mn := range q.min {
-			if s.req[name] > 0 && used[name]-leaving[name]-taken[other][name] > mn {
-				return true
-			}
-		}
-		return false
-	}
+	r := newVictimRule(m, s)
 	var own, others []*preemption.DomainVictim
 	for _, v := range sorted {
 		ok := true
 		var borrowed map[string]vec
 		for _, pi := range v.Pods() {
 			p := pi.GetPod()
-			pp := corev1helpers.PodPriority(p)
-			switch q := m.quotas[p.Namespace]; {
-			case p.Namespace == ns:
-				ok = pp < prio
-			case !s.hasQuota:
-				ok = q == nil && pp < prio
-			case q == nil:
-				ok = s.withinMin && pp < prio
-			default:
-				req := podRequest(p)
-				ok = s.withinMin && borrows(p.Namespace, q)
-				if ok {
-					if borrowed == nil {
-						borrowed = map[string]vec{}
-					}
-					if borrowed[p.Namespace] == nil {
-						borrowed[p.Namespace] = vec{}
-					}
-					borrowed[p.Namespace].add(req, 1)
-				}
-			}
-			if !ok {
+			var req vec
+			if ok, req = r.eligible(p); !ok {
 				break
+			}
+			if req != nil {
+				if borrowed == nil {
+					borrowed = map[string]vec{}
+				}
+				if borrowed[p.Namespace] == nil {
+					borrowed[p.Namespace] = vec{}
+				}
+				borrowed[p.Namespace].add(req, 1)
 			}
 		}
 		if !ok {
 			continue
 		}
 		for other, req := range borrowed {
-			if taken[other] == nil {
-				taken[other] = vec{}
-			}
-			taken[other].add(req, 1)
+			r.take(other, req)
 		}
 		if v.Pods()[0].GetPod().Namespace == ns {
 			own = append(own, v)
@@ -338,4 +308,85 @@ func (pl *ElasticQuota) eligibleVictims(s *preFilterState, all []*preemption.Dom
 	byImportance(own)
 	byImportance(others)
 	return append(own, others...)
+}
+
+// victimRule is ElasticQuota's rule for one preemptor (see eligibleVictims),
+// with the borrowers' requests taken so far. m.mu must be held while it is
+// used.
+type victimRule struct {
+	m     *manager
+	s     *preFilterState
+	taken map[string]vec // borrowers' requests already taken, by namespace
+}
+
+func newVictimRule(m *manager, s *preFilterState) *victimRule {
+	return &victimRule{m: m, s: s, taken: map[string]vec{}}
+}
+
+// borrows: other is above its min in a resource the preemptor asks for,
+// counting pods already leaving (victims of this or a concurrent
+// preemption, pods being deleted) and the victims taken so far. What a
+// victim frees in other resources is a side effect: a pod is indivisible,
+// and a team using less than its memory min must still give back the CPU it
+// borrowed.
+func (r *victimRule) borrows(other string, q *quota) bool {
+	used, leaving := r.m.nsUsed[other], r.m.nsLeaving[other]
+	for name, mn := range q.min {
+		if r.s.req[name] > 0 && used[name]-leaving[name]-r.taken[other][name] > mn {
+			return true
+		}
+	}
+	return false
+}
+
+// eligible reports whether p may be a victim; req is what it takes from a
+// borrowing namespace (to be counted with take once the victim is taken),
+// nil when it takes nothing from a quota's min.
+func (r *victimRule) eligible(p *v1.Pod) (ok bool, req vec) {
+	s, m := r.s, r.m
+	pp := corev1helpers.PodPriority(p)
+	switch q := m.quotas[p.Namespace]; {
+	case p.Namespace == s.pod.Namespace:
+		return pp < s.prio, nil
+	case !s.hasQuota:
+		return q == nil && pp < s.prio, nil
+	case q == nil:
+		return s.withinMin && pp < s.prio, nil
+	case m.pods[p.UID] != nil && m.pods[p.UID].leaving:
+		// Already leaving (another preemption's victim, or being deleted):
+		// its room is already off the namespace's usage, so taking it takes
+		// nothing more from the namespace.
+		return s.withinMin, nil
+	default:
+		if s.withinMin && r.borrows(p.Namespace, q) {
+			return true, podRequest(p)
+		}
+		return false, nil
+	}
+}
+
+func (r *victimRule) take(ns string, req vec) {
+	if r.taken[ns] == nil {
+		r.taken[ns] = vec{}
+	}
+	r.taken[ns].add(req, 1)
+}
+
+// rule is ElasticQuota's preemptible.Rule: for a dry run of other plugins
+// (Coscheduling's: would the whole gang fit once preemption made room), the
+// pods this plugin's preemption may take for preemptor, each taken counted
+// against its namespace's borrowing.
+func (pl *ElasticQuota) rule(preemptor *v1.Pod) func(*v1.Pod) bool {
+	m := pl.shared.mgr
+	s := m.snapshot(preemptor, podRequest(preemptor), corev1helpers.PodPriority(preemptor))
+	r := newVictimRule(m, s)
+	return func(p *v1.Pod) bool {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		ok, req := r.eligible(p)
+		if ok && req != nil {
+			r.take(p.Namespace, req)
+		}
+		return ok
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"sort"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -117,12 +118,23 @@ type podEntry struct {
 	prio int32
 	// assumed: reserved by this scheduler, not yet seen bound.
 	assumed bool
-	// leaving: being deleted (a preemption victim, say); still counted.
+	// leaving: being deleted, or chosen as a victim (preemptedAt); still
+	// counted in the usage, but not taken again by reclaim.
 	leaving bool
-	// preempted: chosen as a victim by this scheduler's preemption; leaving
-	// from that moment, whatever the informer delivers before the deletion.
-	preempted bool
+	// deleting: the informer saw its deletionTimestamp.
+	deleting bool
+	// preemptedAt: when this scheduler's preemption chose the pod as a
+	// victim (zero: it did not). The pod counts as leaving from then, whatever
+	// the informer delivers before its deletion, for leavingGrace at most: a
+	// deletion that never came (the API call failed) must not hide the pod's
+	// usage for good.
+	preemptedAt time.Time
 }
+
+// leavingGrace bounds how long a victim counts as leaving before the
+// informer sees it deleted (the asynchronous preemption's API calls take
+// milliseconds; graceful termination is tracked by deletionTimestamp).
+const leavingGrace = time.Minute
 
 // manager keeps the usage of every namespace exact between scheduling cycles:
 // pods bound or reserved count, terminal or deleted pods do not. Totals over
@@ -139,6 +151,10 @@ type manager struct {
 	totalUsed vec // sum of used over namespaces with a quota
 	// dirty are namespaces whose status.used may be out of date.
 	dirty sets.Set[string]
+	// preempted are the pods counted as leaving because a preemption chose
+	// them (expirePreempted looks at these only).
+	preempted sets.Set[types.UID]
+	now       func() time.Time
 }
 
 func newManager() *manager {
@@ -151,6 +167,8 @@ func newManager() *manager {
 		totalMin:  vec{},
 		totalUsed: vec{},
 		dirty:     sets.New[string](),
+		preempted: sets.New[types.UID](),
+		now:       time.Now,
 	}
 }
 
@@ -202,6 +220,7 @@ func addTo(byNS map[string]vec, ns string, req vec, sign int64) {
 }
 
 func (m *manager) removeLocked(uid types.UID) {
+	m.preempted.Delete(uid)
 	if e := m.pods[uid]; e != nil {
 		m.countLocked(e, -1)
 		delete(m.pods, uid)
@@ -232,46 +251,84 @@ func (m *manager) observe(pod *v1.Pod) {
 	}
 	delete(m.nominated, pod.UID)
 	req := podRequest(pod)
-	preempted := preemptedByScheduler(pod)
-	if e := m.pods[pod.UID]; e != nil {
-		preempted = preempted || e.preempted
+	now := m.now()
+	preemptedAt := preemptedByScheduler(pod, now)
+	if e := m.pods[pod.UID]; e != nil && e.preemptedAt.After(preemptedAt) {
+		preemptedAt = e.preemptedAt
 	}
-	leaving := pod.DeletionTimestamp != nil || preempted
+	deleting := pod.DeletionTimestamp != nil
+	leaving := deleting || (!preemptedAt.IsZero() && now.Sub(preemptedAt) < leavingGrace)
 	if e := m.pods[pod.UID]; e != nil {
 		e.assumed = false
+		e.preemptedAt, e.deleting = preemptedAt, deleting
 		if e.leaving == leaving && maps.Equal(e.req, req) {
 			return
 		}
 		m.countLocked(e, -1) // resized in place, or being deleted
 	}
-	e := &podEntry{ns: pod.Namespace, req: req, prio: corev1helpers.PodPriority(pod), leaving: leaving, preempted: preempted}
+	e := &podEntry{ns: pod.Namespace, req: req, prio: corev1helpers.PodPriority(pod), leaving: leaving, deleting: deleting, preemptedAt: preemptedAt}
+	if !preemptedAt.IsZero() {
+		m.preempted.Insert(pod.UID)
+	}
 	m.pods[pod.UID] = e
 	m.countLocked(e, 1)
 }
 
-// preemptedByScheduler: a scheduler's preemption marked the pod as its
-// victim (the DisruptionTarget condition it writes before the deletion).
-func preemptedByScheduler(pod *v1.Pod) bool {
+// preemptedByScheduler returns when a scheduler's preemption marked the pod
+// as its victim (the DisruptionTarget condition it writes before the
+// deletion), zero if it did not or longer than leavingGrace before now.
+func preemptedByScheduler(pod *v1.Pod, now time.Time) time.Time {
 	for _, c := range pod.Status.Conditions {
-		if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue && c.Reason == v1.PodReasonPreemptionByScheduler {
-			return true
+		if c.Type == v1.DisruptionTarget && c.Status == v1.ConditionTrue && c.Reason == v1.PodReasonPreemptionByScheduler &&
+			now.Sub(c.LastTransitionTime.Time) < leavingGrace {
+			return c.LastTransitionTime.Time
 		}
 	}
-	return false
+	return time.Time{}
 }
 
 // markPreempted counts the victims of a preemption as leaving at once.
 func (m *manager) markPreempted(victims []*v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := m.now()
 	for _, p := range victims {
 		e := m.pods[p.UID]
-		if e == nil || e.preempted {
+		if e == nil {
 			continue
 		}
-		m.countLocked(e, -1)
-		e.leaving, e.preempted = true, true
-		m.countLocked(e, 1)
+		e.preemptedAt = now
+		m.preempted.Insert(p.UID)
+		if !e.leaving {
+			m.countLocked(e, -1)
+			e.leaving = true
+			m.countLocked(e, 1)
+		}
+	}
+}
+
+// expirePreempted stops counting as leaving the victims chosen longer than
+// leavingGrace ago whose deletion the informer has not seen (the preemption's
+// API calls failed): their usage counts again, and reclaim may take them
+// again. The status loop calls it every round.
+func (m *manager) expirePreempted() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	for uid := range m.preempted {
+		e := m.pods[uid]
+		switch {
+		case e == nil || e.deleting:
+			m.preempted.Delete(uid) // gone, or its deletion is seen: leaving for good
+		case now.Sub(e.preemptedAt) >= leavingGrace:
+			m.preempted.Delete(uid)
+			e.preemptedAt = time.Time{}
+			if e.leaving {
+				m.countLocked(e, -1)
+				e.leaving = false
+				m.countLocked(e, 1)
+			}
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 // kube-scheduler runs scheduling cycles only while it holds the lease, so
 // replicas waiting for it write nothing.
 func (sh *shared) writeStatus(ctx context.Context) {
+	sh.mgr.expirePreempted()
 	if !sh.active.Load() {
 		return
 	}

@@ -1,0 +1,16 @@
+package preemptible
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestForFallsBackToLowerPriority(t *testing.T) {
+	pod := func(prio int32) *v1.Pod { return &v1.Pod{Spec: v1.PodSpec{Priority: ptr.To(prio)}} }
+	r := For(nil)(pod(100))
+	if !r(pod(10)) || r(pod(100)) || r(pod(1000)) {
+		t.Error("the default rule must take exactly the pods of lower priority")
+	}
+}
