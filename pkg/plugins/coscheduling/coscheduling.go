@@ -23,13 +23,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
@@ -42,6 +48,7 @@ import (
 	"github.com/berth-scheduler/berth/internal/gang"
 	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/perclient"
+	"github.com/berth-scheduler/berth/internal/preemptible"
 )
 
 const (
@@ -77,6 +84,10 @@ const (
 type Coscheduling struct {
 	fh     fwk.Handle
 	shared *shared
+	// fts and fitOpts: the scheduler's feature gates, for the upstream
+	// checks of the preemption dry run.
+	fts     feature.Features
+	fitOpts noderesources.ResourceRequestsOptions
 }
 
 var (
@@ -160,7 +171,13 @@ func newWithClient(c versioned.Interface) func(context.Context, runtime.Object, 
 		if err != nil {
 			return nil, err
 		}
-		return &Coscheduling{fh: h, shared: sh}, nil
+		fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+		return &Coscheduling{fh: h, shared: sh, fts: fts, fitOpts: noderesources.ResourceRequestsOptions{
+			EnablePodLevelResources:                            fts.EnablePodLevelResources,
+			EnableDRAExtendedResource:                          fts.EnableDRAExtendedResource,
+			EnableDRANodeAllocatableResources:                  fts.EnableDRANodeAllocatableResources,
+			EnableInPlacePodVerticalScalingSchedulerPreemption: fts.EnableInPlacePodVerticalScalingSchedulerPreemption,
+		}}, nil
 	}
 }
 
@@ -268,9 +285,11 @@ func (sh *shared) podGroupChanged(ctx context.Context, obj any, deleted bool) {
 	}
 	if sh.mgr.setSpec(key, s) {
 		// A lowered minMember may complete a gang whose members wait.
-		if sh.mgr.release(key) {
+		if allowed := sh.mgr.release(key, sh.heldMembers(key)); allowed != nil {
 			for _, wp := range sh.waitingMembers(key) {
-				wp.Allow(Name)
+				if allowed.Has(wp.GetPod().UID) {
+					wp.Allow(Name)
+				}
 			}
 		}
 		if pods := sh.mgr.pendingMembers(key); len(pods) > 0 {
@@ -452,7 +471,9 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1
 	// minResources are checked for the first member of an attempt: the
 	// others follow it through Permit, which releases a gang that does not fit.
 	if len(s.minResources) > 0 && c.placed == 0 {
-		if msg := minResourcesGap(key, s, nodes); msg != "" {
+		msg, gap := minResourcesGap(key, s, nodes, sh.mgr.memberNodes(key))
+		sh.mgr.setGap(key, gap)
+		if msg != "" {
 			rejectionsTotal.WithLabelValues("min-resources").Inc()
 			klog.FromContext(ctx).V(4).Info("Coscheduling: minResources do not fit", "pod", klog.KObj(pod), "podGroup", key, "gap", msg)
 			sh.events.podGroupRef(s, v1.EventTypeWarning, reasonUnschedulable, msg)
@@ -643,63 +664,135 @@ func (pl *Coscheduling) fitsWithout(ctx context.Context, state fwk.CycleState, p
 	return false
 }
 
-// gangFitsAfterPreemption is the dry run of PostFilter's step 2: it places
-// the needed members, each shaped as pod (the cycle state is pod's: members
-// of one gang usually share a template), one after another on copies of the
-// snapshot's nodes from which every pod of lower priority than pod that is
-// not a member of its gang is removed, through the handle's Filter plugins
-// with the PreFilter extensions told of each removal and addition, as
-// preemption simulates. It reports whether all fit and how many did. Each
-// node is tried once and takes as many members as fit, so the run costs one
-// Filter pass over the nodes plus one per member.
+// gangFitsAfterPreemption is the dry run of PostFilter's step 2: would the
+// members the gang still needs all fit once the profile's preemption made
+// the room it can make? It places the members (pod, then the others
+// toPlace names, shaped as pod where it lacks them) one after another on
+// copies of the snapshot's nodes from which every pod the profile's
+// preemption may take (preemptible.For: DefaultPreemption's lower-priority
+// pods, or ElasticQuota's rule) and that is not the gang's own is removed.
+// Members shaped as pod (same requests, selectors, affinity, tolerations,
+// spread constraints) go through the profile's Filter plugins with pod's
+// cycle state; others, whose PreFilter state this plugin cannot compute,
+// through the upstream checks that matter for room: resources
+// (noderesources.Fits), required node affinity and untolerated taints. The
+// PreFilter extensions are told of every removal and addition, as preemption
+// simulates. Each shape of member walks the nodes once (a member stays on a
+// node while the next one fits there): O(nodes + members) Filter calls. It
+// reports whether all fit and how many did; a simulation that cannot be
+// carried out declines (no eviction for a gang that may not complete).
 func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key string, needed int) (bool, int) {
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
 		return false, 0
 	}
 	nodes, err := pl.fh.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
-		return true, 0 // let the preemption plugin decide
+		return false, 0
 	}
 	logger := klog.FromContext(ctx)
-	prio := corev1helpers.PodPriority(pod)
+	members := pl.shared.mgr.toPlace(key, pod)
+	if len(members) == 0 {
+		members = []*v1.Pod{pod}
+	}
+	for len(members) < needed {
+		members = append(members, pod)
+	}
+	members = members[:needed]
+	mayTake := preemptible.For(pl.fh)(pod)
 	s := state.Clone()
-	placed := 0
-	for _, orig := range nodes {
-		ni := orig
-		copied := false
-		for _, pi := range orig.GetPods() {
+	prepared := make([]fwk.NodeInfo, len(nodes)) // copies with the victims removed
+	prepare := func(i int) (fwk.NodeInfo, bool) {
+		if prepared[i] != nil {
+			return prepared[i], true
+		}
+		ni := nodes[i].Snapshot()
+		for _, pi := range nodes[i].GetPods() {
 			p := pi.GetPod()
-			if k, ok := groupKeyOf(p); (ok && k == key) || corev1helpers.PodPriority(p) >= prio {
+			if k, ok := groupKeyOf(p); (ok && k == key) || !mayTake(p) {
 				continue
 			}
-			if !copied {
-				ni, copied = orig.Snapshot(), true
-			}
 			if ni.RemovePod(logger, p) != nil || !pl.fh.RunPreFilterExtensionRemovePod(ctx, s, pod, pi, ni).IsSuccess() {
-				return true, placed // cannot simulate: let the preemption plugin decide
+				return nil, false
 			}
 		}
-		for pl.fh.RunFilterPluginsWithNominatedPods(ctx, s, pod, ni).IsSuccess() {
-			if placed++; placed == needed {
-				return true, placed
+		prepared[i] = ni
+		return ni, true
+	}
+	cursor := map[string]int{} // per shape: the node its last member went to
+	for placed, m := range members {
+		same := m == pod || sameShape(m, pod)
+		shape := "pod"
+		if !same {
+			shape = string(m.UID)
+			for _, o := range members[:placed] {
+				if o != pod && sameShape(m, o) {
+					shape = string(o.UID)
+					break
+				}
 			}
-			if !copied {
-				ni, copied = orig.Snapshot(), true
+		}
+		found := false
+		for i := cursor[shape]; i < len(nodes) && !found; i++ {
+			ni, ok := prepare(i)
+			if !ok {
+				return false, placed
 			}
-			member := pod.DeepCopy()
-			member.UID = types.UID(fmt.Sprintf("%s-dry-run-%d", pod.UID, placed))
-			member.Spec.NodeName = ni.Node().Name
-			pi, err := framework.NewPodInfo(member)
+			var fits bool
+			if same {
+				fits = pl.fh.RunFilterPluginsWithNominatedPods(ctx, s, pod, ni).IsSuccess()
+			} else {
+				fits = pl.roomFor(logger, m, ni)
+			}
+			if !fits {
+				continue
+			}
+			found, cursor[shape] = true, i
+			placedCopy := m.DeepCopy()
+			placedCopy.UID = types.UID(fmt.Sprintf("%s-dry-run-%d", pod.UID, placed))
+			placedCopy.Spec.NodeName = ni.Node().Name
+			pi, err := framework.NewPodInfo(placedCopy)
 			if err != nil {
-				return true, placed
+				return false, placed
 			}
 			ni.AddPodInfo(pi)
 			if !pl.fh.RunPreFilterExtensionAddPod(ctx, s, pod, pi, ni).IsSuccess() {
-				return true, placed
+				return false, placed
 			}
 		}
+		if !found {
+			return false, placed
+		}
 	}
-	return false, placed
+	return true, len(members)
+}
+
+// roomFor: the upstream checks of room for a member whose own PreFilter
+// state this plugin cannot compute: resources, required node affinity and
+// node selector, untolerated NoSchedule/NoExecute taints.
+func (pl *Coscheduling) roomFor(logger klog.Logger, m *v1.Pod, ni fwk.NodeInfo) bool {
+	node := ni.Node()
+	if len(noderesources.Fits(m, ni, pl.fh.SharedDRAManager(), pl.fitOpts)) > 0 {
+		return false
+	}
+	if ok, err := nodeaffinity.GetRequiredNodeAffinity(m).Match(node); err != nil || !ok {
+		return false
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, m.Spec.Tolerations, func(t *v1.Taint) bool {
+		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
+	}, pl.fts.EnableTaintTolerationComparisonOperators)
+	return !untolerated
+}
+
+// sameShape: a and b ask the scheduler for the same (requests, node
+// selection, affinity, tolerations, spread constraints, priority), so a's
+// cycle state serves b's Filter.
+func sameShape(a, b *v1.Pod) bool {
+	return apiequality.Semantic.DeepEqual(resourcehelper.PodRequests(a, resourcehelper.PodResourcesOptions{}), resourcehelper.PodRequests(b, resourcehelper.PodResourcesOptions{})) &&
+		apiequality.Semantic.DeepEqual(a.Spec.NodeSelector, b.Spec.NodeSelector) &&
+		apiequality.Semantic.DeepEqual(a.Spec.Affinity, b.Spec.Affinity) &&
+		apiequality.Semantic.DeepEqual(a.Spec.Tolerations, b.Spec.Tolerations) &&
+		apiequality.Semantic.DeepEqual(a.Spec.TopologySpreadConstraints, b.Spec.TopologySpreadConstraints) &&
+		corev1helpers.PodPriority(a) == corev1helpers.PodPriority(b)
 }
 
 // reservedKey marks, in the cycle state, that Reserve counted the member in
@@ -711,9 +804,9 @@ type reservedMark struct{}
 func (reservedMark) Clone() fwk.StateData { return reservedMark{} }
 
 // Reserve counts the member as placed.
-func (pl *Coscheduling) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
+func (pl *Coscheduling) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	if key, ok := groupKeyOf(pod); ok {
-		pl.shared.mgr.reserve(key, pod.UID)
+		pl.shared.mgr.reserve(key, pod.UID, nodeName)
 		state.Write(reservedKey, reservedMark{})
 	}
 	return nil
@@ -779,10 +872,12 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	if s == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %q does not exist", key)), 0
 	}
-	released, c := sh.mgr.permit(key, pod.UID, pl.held)
+	released, c, allowed := sh.mgr.permit(key, pod.UID, sh.heldMembers(key))
 	if released {
 		for _, wp := range sh.waitingMembers(key) {
-			wp.Allow(Name)
+			if allowed.Has(wp.GetPod().UID) {
+				wp.Allow(Name)
+			}
 		}
 		klog.FromContext(ctx).V(4).Info("Coscheduling: gang released", "podGroup", key, "placed", c.placed, "minMember", s.minMember)
 		return nil, 0
@@ -804,18 +899,22 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("pod group %s: %d/%d members placed, waiting for the rest", key, c.placed, s.minMember)), s.timeout
 }
 
-// held reports whether the framework still holds a member at Permit: it is
-// in the waiting-pods map (the binding goroutine removes it as soon as a
-// rejection wakes it) and the scheduler's informer still has the pod (a
-// deletion removes it there before the framework rejects the waiting pod).
-func (pl *Coscheduling) held(uid types.UID) bool {
-	wp := pl.fh.GetWaitingPod(uid)
-	if wp == nil {
-		return false
+// heldMembers returns the members of key's group the framework still holds
+// at Permit: in its waiting-pods map (the binding goroutine removes a
+// rejected one when the rejection wakes it, before Unreserve) and still in
+// the scheduler's pod informer (a deletion leaves it there before the
+// framework rejects the waiting pod). Computed before the manager's lock is
+// taken (the framework's map has a lock of its own).
+func (sh *shared) heldMembers(key string) sets.Set[types.UID] {
+	held := sets.New[types.UID]()
+	lister := sh.fh.SharedInformerFactory().Core().V1().Pods().Lister()
+	for _, wp := range sh.waitingMembers(key) {
+		p := wp.GetPod()
+		if cur, err := lister.Pods(p.Namespace).Get(p.Name); err == nil && cur.UID == p.UID && cur.DeletionTimestamp == nil {
+			held.Insert(p.UID)
+		}
 	}
-	p := wp.GetPod()
-	cur, err := pl.fh.SharedInformerFactory().Core().V1().Pods().Lister().Pods(p.Namespace).Get(p.Name)
-	return err == nil && cur.UID == uid && cur.DeletionTimestamp == nil
+	return held
 }
 
 // PostBind: nothing to do per pod; the latency metric is observed when the
@@ -887,8 +986,11 @@ func (pl *Coscheduling) isSchedulableAfterMemberAdded(_ klog.Logger, pod *v1.Pod
 // a gang that did not fit; the gang is let try again. The gang's own members
 // leaving nodes do not count: a released gang's assumed members are deleted
 // from the scheduler's cache as assigned pods, and taking that room back
-// would send the gang round again and again.
-func (pl *Coscheduling) isSchedulableAfterClusterChange(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+// would send the gang round again and again. A gang refused for its
+// minResources waits until the events since the refusal freed at least what
+// it lacked (a 500-member gang short of 100 CPUs is not tried again for
+// every pod deleted anywhere, each try costing a pass over the nodes).
+func (pl *Coscheduling) isSchedulableAfterClusterChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	key, ok := groupKeyOf(pod)
 	if !ok {
 		return fwk.QueueSkip, nil
@@ -896,6 +998,13 @@ func (pl *Coscheduling) isSchedulableAfterClusterChange(_ klog.Logger, pod *v1.P
 	if gone, ok := oldObj.(*v1.Pod); ok {
 		if k, ok := groupKeyOf(gone); ok && k == key {
 			return fwk.QueueSkip, nil
+		}
+	}
+	if id, freed, ok := freedBy(oldObj, newObj); ok {
+		if hasGap, closes := pl.shared.mgr.mayClose(key, id, freed); hasGap && !closes {
+			return fwk.QueueSkip, nil
+		} else if closes {
+			logger.V(5).Info("Coscheduling: freed room may cover the gang's minResources", "pod", klog.KObj(pod), "podGroup", key)
 		}
 	}
 	pl.shared.mgr.clearFailed(key)

@@ -17,10 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/berth-scheduler/berth/internal/preemptible"
 )
 
 // churnGroups creates and deletes n PodGroups with a member each through
@@ -273,5 +276,195 @@ func TestYieldEndsThePostFilterChain(t *testing.T) {
 	s.settle()
 	if b := s.boundPods(); b["a-0"] == "" || b["a-1"] == "" {
 		t.Errorf("bound %v, want gang a", b)
+	}
+}
+
+// Item 5 of issue #26: a gang refused for minResources is requeued only by
+// an event that frees enough of what it lacks (cumulatively: small
+// deletions add up), not by every pod deleted or node relabelled anywhere.
+func TestMinResourcesGangRequeuedOnlyWhenTheGapCanClose(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1)}
+	pg := podGroup("g", 2, 0)
+	pg.Spec.MinResources = v1.ResourceList{v1.ResourceCPU: resource.MustParse("8")}
+	s := newSim(t, []*v1.Node{node("n1", "2"), node("n2", "3")}, []*schedv1alpha1.PodGroup{pg}, pods)
+	if _, st, _ := s.f.RunPreFilterPlugins(s.ctx, framework.NewCycleState(), pods[0]); st.Code() != fwk.Unschedulable {
+		t.Fatalf("PreFilter: %v, want the minResources refusal (8 cpu on 5 free)", st)
+	}
+	logger := klog.FromContext(s.ctx)
+	cpuPod := func(name, cpu string) *v1.Pod {
+		return st.MakePod().Namespace("batch").Name(name).UID(name).Node("n1").Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
+	}
+	labelled := node("n2", "3")
+	labelled.Labels = map[string]string{"zone": "a"}
+	bigger := node("n2", "6")
+	bigger.ResourceVersion = "7"
+	for _, step := range []struct {
+		name     string
+		old, new any
+		want     fwk.QueueingHint
+	}{
+		{"a 1-cpu pod deleted: 3 cpu still lacking", cpuPod("a", "1"), nil, fwk.QueueSkip},
+		{"the same event, for the next member", cpuPod("a", "1"), nil, fwk.QueueSkip},
+		{"a node relabelled: minResources count every node", node("n2", "3"), labelled, fwk.QueueSkip},
+		{"a pod with no cpu deleted", st.MakePod().Namespace("batch").Name("b").UID("b").Node("n1").Obj(), nil, fwk.QueueSkip},
+		{"n2 grows by 3 cpu: the gap can close", node("n2", "3"), bigger, fwk.Queue},
+	} {
+		for _, member := range pods {
+			got, err := s.pl.isSchedulableAfterClusterChange(logger, member, step.old, step.new)
+			if err != nil || got != step.want {
+				t.Errorf("%s, hint for %s: %v, %v; want %v", step.name, member.Name, got, err, step.want)
+			}
+		}
+	}
+	// A gang that failed otherwise (released in PostFilter) keeps reacting
+	// to any freed room: its gap is not known.
+	if got, _ := s.pl.isSchedulableAfterClusterChange(logger, memberPod("other", 0), cpuPod("c", "1"), nil); got != fwk.Queue {
+		t.Errorf("hint for a gang without a recorded gap: %v, want Queue", got)
+	}
+}
+
+// BenchmarkBlockedGang measures issue #26 item 5's case: a 500-member gang
+// whose minResources do not fit, 5,000 nodes of 20 pods, one unrelated
+// 1-cpu pod deleted per second. It reports the scheduling attempts the
+// deletions cause per minute (each Queue hint is one attempt of one member)
+// and what one attempt's minResources check costs (ns/op).
+func BenchmarkBlockedGang(b *testing.B) {
+	const members, nodes, podsPerNode = 500, 5000, 20
+	var ns []*v1.Node
+	var existing []*v1.Pod
+	for i := range nodes {
+		name := fmt.Sprintf("n%d", i)
+		ns = append(ns, node(name, "32"))
+		for j := range podsPerNode {
+			existing = append(existing, st.MakePod().Namespace("batch").Name(fmt.Sprintf("p-%d-%d", i, j)).UID(fmt.Sprintf("p-%d-%d", i, j)).Node(name).
+				Req(map[v1.ResourceName]string{v1.ResourceCPU: "1500m"}).Obj())
+		}
+	}
+	pg := podGroup("g", members, 0)
+	pg.Spec.MinResources = v1.ResourceList{v1.ResourceCPU: resource.MustParse("20000")} // 20,000 cpu: 10,000 free
+	var gang []*v1.Pod
+	for i := range members {
+		gang = append(gang, memberPod("g", i))
+	}
+	s := newSim(b, ns, []*schedv1alpha1.PodGroup{pg}, gang)
+	ctx := s.ctx
+	snapshotWith(s, existing)
+	if _, st, _ := s.f.RunPreFilterPlugins(ctx, framework.NewCycleState(), gang[0]); st.Code() != fwk.Unschedulable {
+		b.Fatalf("PreFilter: %v, want the minResources refusal", st)
+	}
+	logger := klog.FromContext(ctx)
+	attempts := 0
+	for sec := range 60 {
+		deleted := existing[sec]
+		for _, m := range gang {
+			if h, _ := s.pl.isSchedulableAfterClusterChange(logger, m, deleted, nil); h == fwk.Queue {
+				attempts++
+			}
+		}
+	}
+	nodeInfos, err := s.snapshot.NodeInfos().List()
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec := s.pl.shared.mgr.spec("jobs/g")
+	b.ResetTimer()
+	for range b.N {
+		minResourcesGap("jobs/g", spec, nodeInfos, s.pl.shared.mgr.memberNodes("jobs/g"))
+	}
+	b.ReportMetric(float64(attempts), "attempts/min")
+}
+
+// snapshotWith puts assigned pods on their nodes in the sim's snapshot.
+func snapshotWith(s *sim, pods []*v1.Pod) {
+	for _, p := range pods {
+		ni, err := s.snapshot.NodeInfos().Get(p.Spec.NodeName)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		s.assume(p, ni)
+	}
+}
+
+// The dry run asks the profile's own preemption which pods it may take
+// (review of issue #26 item 1): with ElasticQuota's rule, pods of a team at
+// its min are not room whatever their priority, and a borrower's are room
+// whatever theirs.
+func TestDryRunAsksTheProfilesPreemption(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		batchPrio int32
+		rule      preemptible.Rule
+		wantRun   bool
+	}{
+		{"lower-priority pods the preemption will not take: declined", 0,
+			func(*v1.Pod) func(*v1.Pod) bool { return func(*v1.Pod) bool { return false } }, false},
+		{"higher-priority pods a reclaim will take: preemption runs", 2000,
+			func(*v1.Pod) func(*v1.Pod) bool { return func(p *v1.Pod) bool { return p.Namespace == "batch" } }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pods []*v1.Pod
+			for i := range 2 {
+				p := memberPod("g", i)
+				p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
+				p.Spec.Priority = ptr.To[int32](1000)
+				pods = append(pods, p)
+			}
+			extra, calls := withProbe()
+			s := newSimWith(t, extra, []*v1.Node{node("n1", "4"), node("n2", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, pods)
+			preemptible.Provide(s.pl.fh, tc.rule)
+			for _, n := range []string{"n1", "n2"} {
+				ni, _ := s.snapshot.NodeInfos().Get(n)
+				for i := range 4 {
+					name := fmt.Sprintf("batch-%s-%d", n, i)
+					s.assume(st.MakePod().Namespace("batch").Name(name).UID(name).Priority(tc.batchPrio).Node(n).
+						Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj(), ni)
+				}
+			}
+			st := s.schedule(pods[0])
+			if ran := calls.Load() == 1; ran != tc.wantRun {
+				t.Errorf("first member: %v; preemption ran: %v, want %v", st, ran, tc.wantRun)
+			}
+		})
+	}
+}
+
+// Members shaped unlike the one being scheduled (mpi-operator's small
+// launcher and large workers) are placed in the dry run as what they are.
+func TestDryRunPlacesEachMemberAsItIs(t *testing.T) {
+	launcher := memberPod("g", 0)
+	launcher.Spec.Priority = ptr.To[int32](1000)
+	var workers []*v1.Pod
+	for i := 1; i <= 2; i++ {
+		w := memberPod("g", i)
+		w.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("3")
+		w.Spec.Priority = ptr.To[int32](1000)
+		workers = append(workers, w)
+	}
+	extra, calls := withProbe()
+	// Two 3-CPU nodes full of priority-0 pods: with all of them gone the
+	// launcher and one worker fit, the second worker does not.
+	s := newSimWith(t, extra, []*v1.Node{node("n1", "3"), node("n2", "3")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)},
+		append([]*v1.Pod{launcher}, workers...))
+	s.fill("n1", 3)
+	s.fill("n2", 3)
+	st := s.schedule(launcher)
+	if calls.Load() != 0 || !strings.Contains(st.Message(), "a dry run fits 2 of the 3 more needed") {
+		t.Errorf("launcher: %v, preemption ran %d times; want it declined after placing 2 of 3", st, calls.Load())
+	}
+}
+
+// A short timeout (1 s, which validation allows) must not make every
+// waiting member count as due (review of issue #26 item 3).
+func TestShortTimeoutGangIsReleased(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2)}
+	pg := podGroup("g", 3, 0)
+	pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](1)
+	s := newSim(t, []*v1.Node{node("n1", "4")}, []*schedv1alpha1.PodGroup{pg}, pods)
+	for _, p := range pods {
+		s.schedule(p)
+	}
+	s.settle()
+	if b := s.boundPods(); len(b) != 3 {
+		t.Errorf("bound %v, want the whole gang of a 1 s timeout scheduled at once", b)
 	}
 }

@@ -63,6 +63,15 @@ type group struct {
 	allowed sets.Set[types.UID]
 	// waitingSince: when each member began to wait at Permit.
 	waitingSince map[types.UID]time.Time
+	// reservedOn: the node each reserved member was reserved on.
+	reservedOn map[types.UID]string
+
+	// gap is what minResources lacked at the last refusal (scheduler units
+	// by resource; nil: none recorded), freed what events since then may
+	// have freed, lastEvent the event counted last (the queue asks the hint
+	// once per waiting member for one event).
+	gap, freed map[v1.ResourceName]int64
+	lastEvent  string
 
 	// failed is set when the gang could not be placed and its held members
 	// were released; its members are refused in PreFilter (failedMsg) until
@@ -79,7 +88,16 @@ type group struct {
 }
 
 func newGroup() *group {
-	return &group{members: map[types.UID]member{}, reserved: sets.New[types.UID](), allowed: sets.New[types.UID](), waitingSince: map[types.UID]time.Time{}}
+	return &group{members: map[types.UID]member{}, reserved: sets.New[types.UID](), allowed: sets.New[types.UID](),
+		waitingSince: map[types.UID]time.Time{}, reservedOn: map[types.UID]string{}}
+}
+
+// unhold forgets what is held for uid (reserved, allowed, waiting).
+func (g *group) unhold(uid types.UID) {
+	g.reserved.Delete(uid)
+	g.allowed.Delete(uid)
+	delete(g.waitingSince, uid)
+	delete(g.reservedOn, uid)
 }
 
 func (g *group) empty() bool {
@@ -227,9 +245,7 @@ func (m *manager) observe(key string, pod *v1.Pod) (quorumReached bool) {
 	g.members[pod.UID] = member{pod: pod}
 	if pod.Spec.NodeName != "" {
 		// Bound: the informer now counts it; nothing held for it any more.
-		g.reserved.Delete(pod.UID)
-		g.allowed.Delete(pod.UID)
-		delete(g.waitingSince, pod.UID)
+		g.unhold(pod.UID)
 	}
 	after := g.counts()
 	if after.ready != before.ready {
@@ -251,9 +267,7 @@ func (m *manager) remove(key string, uid types.UID) {
 		return
 	}
 	delete(g.members, uid)
-	g.reserved.Delete(uid)
-	g.allowed.Delete(uid)
-	delete(g.waitingSince, uid)
+	g.unhold(uid)
 	if len(g.members) == 0 {
 		g.firstSeen, g.completed, g.scheduleStart = time.Time{}, false, time.Time{}
 	}
@@ -277,11 +291,13 @@ func (m *manager) snapshot(key string) (counts, *spec, bool, string) {
 // without an event: the scheduler's longest backoff by default.
 const failedFor = 10 * time.Second
 
-// reserve counts uid as placed.
-func (m *manager) reserve(key string, uid types.UID) {
+// reserve counts uid as placed, on node.
+func (m *manager) reserve(key string, uid types.UID, node string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.get(key).reserved.Insert(uid)
+	g := m.get(key)
+	g.reserved.Insert(uid)
+	g.reservedOn[uid] = node
 	m.touch(key)
 }
 
@@ -299,9 +315,7 @@ func (m *manager) unreserve(key string, uid types.UID) (wasAllowed bool, waited 
 	if since, ok := g.waitingSince[uid]; ok {
 		waited = m.now().Sub(since)
 	}
-	g.reserved.Delete(uid)
-	g.allowed.Delete(uid)
-	delete(g.waitingSince, uid)
+	g.unhold(uid)
 	m.touch(key)
 	m.forget(key)
 	return wasAllowed, waited
@@ -309,41 +323,65 @@ func (m *manager) unreserve(key string, uid types.UID) (wasAllowed bool, waited 
 
 // permit decides for uid, which Reserve counted: release when the gang has
 // minMember members placed (all reserved members are then allowed), else
-// wait. Released reports the release.
+// wait. Released reports the release; allowed are the members released
+// (the caller allows those of them that wait at Permit).
 //
 // A member waiting at Permit counts only while the framework still holds it
-// (held; a member whose own timeout is due within timerMargin does not):
-// the framework's timer, a deletion or a preemption rejects a waiting pod
-// without telling this plugin, whose Unreserve runs later on the binding
-// goroutine. Counting such a member would release a gang one short.
-func (m *manager) permit(key string, uid types.UID, held func(types.UID) bool) (released bool, c counts) {
+// (held: computed by the caller, outside this lock) and its own timeout is
+// not due (dueMargin): the framework's timer, a deletion or a preemption
+// rejects a waiting pod without telling this plugin, whose Unreserve runs
+// later on the binding goroutine. Counting such a member would release a
+// gang one short.
+func (m *manager) permit(key string, uid types.UID, held sets.Set[types.UID]) (released bool, c counts, allowed sets.Set[types.UID]) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.get(key)
 	c = g.counts()
-	gone := sets.New[types.UID]()
-	if g.spec != nil {
-		for w, since := range g.waitingSince {
-			if w == uid || g.allowed.Has(w) {
-				continue
-			}
-			if !m.now().Before(since.Add(g.spec.timeout-timerMargin)) || (held != nil && !held(w)) {
-				gone.Insert(w)
-			}
-		}
-	}
+	gone := m.goneLocked(g, uid, held)
 	if g.spec != nil && c.placed-gone.Len() >= g.spec.minMember {
-		g.allowed = g.allowed.Union(g.reserved.Difference(gone))
-		for w := range g.waitingSince {
-			if !gone.Has(w) {
-				delete(g.waitingSince, w)
-			}
-		}
-		return true, c
+		return true, c, m.releaseLocked(g, gone)
 	}
 	c.placed -= gone.Len()
 	g.waitingSince[uid] = m.now()
-	return false, c
+	return false, c, nil
+}
+
+// goneLocked returns the members waiting at Permit (other than uid, and not
+// yet allowed) that the framework no longer holds or whose timeout is due.
+func (m *manager) goneLocked(g *group, uid types.UID, held sets.Set[types.UID]) sets.Set[types.UID] {
+	gone := sets.New[types.UID]()
+	if g.spec == nil {
+		return gone
+	}
+	margin := dueMargin(g.spec.timeout)
+	for w, since := range g.waitingSince {
+		if w == uid || g.allowed.Has(w) {
+			continue
+		}
+		if !held.Has(w) || !m.now().Before(since.Add(g.spec.timeout-margin)) {
+			gone.Insert(w)
+		}
+	}
+	return gone
+}
+
+// releaseLocked allows the group's reserved members but the gone ones.
+func (m *manager) releaseLocked(g *group, gone sets.Set[types.UID]) sets.Set[types.UID] {
+	allowed := g.reserved.Difference(gone)
+	g.allowed = g.allowed.Union(allowed)
+	for w := range g.waitingSince {
+		if !gone.Has(w) {
+			delete(g.waitingSince, w)
+		}
+	}
+	return allowed
+}
+
+// dueMargin is how close to its timeout a waiting member no longer counts:
+// the framework's timer may reject it at any moment. A tenth of the timeout
+// for short ones (a 1 s timeout must not make every waiting member due).
+func dueMargin(timeout time.Duration) time.Duration {
+	return min(timerMargin, timeout/10)
 }
 
 // timesOutWithin reports whether uid, waiting at Permit, reaches its
@@ -361,17 +399,83 @@ func (m *manager) timesOutWithin(key string, uid types.UID, margin time.Duration
 }
 
 // release marks the reserved members of key's group allowed when the group
-// has minMember members placed (after its minMember was lowered, say).
-func (m *manager) release(key string) bool {
+// has minMember members placed (after its minMember was lowered, say), not
+// counting the waiting members the framework no longer holds (see permit).
+// It returns the members released, nil if none.
+func (m *manager) release(key string, held sets.Set[types.UID]) sets.Set[types.UID] {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.groups[key]
-	if g == nil || g.spec == nil || g.reserved.Len() == 0 || g.counts().placed < g.spec.minMember {
-		return false
+	if g == nil || g.spec == nil || g.reserved.Len() == 0 {
+		return nil
 	}
-	g.allowed = g.allowed.Union(g.reserved)
-	clear(g.waitingSince)
-	return true
+	gone := m.goneLocked(g, "", held)
+	if g.counts().placed-gone.Len() < g.spec.minMember {
+		return nil
+	}
+	return m.releaseLocked(g, gone)
+}
+
+// memberNodes returns the nodes the group's placed members are on (bound,
+// or reserved by this scheduler).
+func (m *manager) memberNodes(key string) sets.Set[string] {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := sets.New[string]()
+	g := m.groups[key]
+	if g == nil {
+		return out
+	}
+	for _, mem := range g.members {
+		if mem.bound() {
+			out.Insert(mem.pod.Spec.NodeName)
+		}
+	}
+	for _, n := range g.reservedOn {
+		out.Insert(n)
+	}
+	return out
+}
+
+// setGap records what minResources lacked at a refusal (nil: it fit), and
+// starts counting what is freed from there.
+func (m *manager) setGap(key string, gap map[v1.ResourceName]int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[key]
+	if g == nil {
+		return
+	}
+	g.gap, g.freed, g.lastEvent = gap, nil, ""
+	if gap != nil {
+		g.freed = make(map[v1.ResourceName]int64, len(gap))
+	}
+}
+
+// mayClose adds what the event (id) frees to what was freed since the
+// group's minResources refusal. hasGap says whether one is recorded; closes
+// whether what was freed now covers it (the gap is then dropped: the next
+// attempt recomputes it).
+func (m *manager) mayClose(key, id string, freed map[v1.ResourceName]int64) (hasGap, closes bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[key]
+	if g == nil || g.gap == nil {
+		return false, false
+	}
+	if id != g.lastEvent {
+		g.lastEvent = id
+		for name := range g.gap {
+			g.freed[name] += freed[name]
+		}
+	}
+	for name, lack := range g.gap {
+		if g.freed[name] < lack {
+			return true, false
+		}
+	}
+	g.gap, g.freed, g.lastEvent = nil, nil, ""
+	return true, true
 }
 
 // markFailed refuses the group's members in PreFilter until something changes.
@@ -380,6 +484,8 @@ func (m *manager) markFailed(key, msg string) {
 	defer m.mu.Unlock()
 	if g := m.groups[key]; g != nil {
 		g.failed, g.failedAt, g.failedMsg = true, m.now(), msg
+		// A failure of another kind than minResources: any freed room may help.
+		g.gap, g.freed, g.lastEvent = nil, nil, ""
 	}
 }
 

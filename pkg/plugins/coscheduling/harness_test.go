@@ -92,7 +92,7 @@ func node(name, cpu string) *v1.Node {
 // point it implements, NodeResourcesFit as the filter, and a binding step
 // that waits on Permit like the scheduler's binding cycle.
 type sim struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	pl       *Coscheduling
 	f        framework.Framework
@@ -111,7 +111,7 @@ type sim struct {
 	wg            sync.WaitGroup
 }
 
-func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods []*v1.Pod, opts ...frameworkruntime.Option) *sim {
+func newSim(t testing.TB, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods []*v1.Pod, opts ...frameworkruntime.Option) *sim {
 	t.Helper()
 	return newSimWith(t, extraPlugins{}, nodes, pgs, pods, opts...)
 }
@@ -121,7 +121,7 @@ func newSim(t *testing.T, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods 
 type extraPlugins struct{ before, after []tf.RegisterPluginFunc }
 
 // newSimWith is newSim with more plugins.
-func newSimWith(t *testing.T, extra extraPlugins, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods []*v1.Pod, opts ...frameworkruntime.Option) *sim {
+func newSimWith(t testing.TB, extra extraPlugins, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods []*v1.Pod, opts ...frameworkruntime.Option) *sim {
 	t.Helper()
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
 	_, ctx := ktesting.NewTestContext(t)
