@@ -19,4 +19,7 @@ type ExplainArgs struct {
 	// RedactNodes replaces the name of every node other than the pod's own
 	// everywhere in the result.
 	RedactNodes bool
+	// MaxPerMinute bounds the explanations computed per minute in this
+	// profile (0: no bound).
+	MaxPerMinute int32
 }

@@ -205,7 +205,7 @@ func TestDecodeExplainArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := pluginArgs(t, cfg, "Explain").(*config.ExplainArgs)
-	want := &config.ExplainArgs{SampleOneIn: 0, Namespaces: []string{"team-a"}, TopNodes: 5, RedactNodes: false}
+	want := &config.ExplainArgs{SampleOneIn: 0, Namespaces: []string{"team-a"}, TopNodes: 5, RedactNodes: false, MaxPerMinute: 60}
 	if diff := cmp.Diff(want, got, cmpIgnoreTypeMeta); diff != "" {
 		t.Errorf("Explain args (-want,+got):\n%s", diff)
 	}

@@ -25,4 +25,13 @@ type ExplainArgs struct {
 	// with "(redacted)" everywhere in the result (reasons, top and nearest
 	// nodes). Default false.
 	RedactNodes *bool `json:"redactNodes,omitempty"`
+	// MaxPerMinute bounds the explanations this profile computes per minute
+	// (a token bucket: up to MaxPerMinute at once, then one every
+	// 60s/MaxPerMinute). An explanation is computed inside the scheduling
+	// cycle and any pod author can ask, so this bounds what asking costs
+	// the scheduler. A pod over the budget is scheduled without one (counted
+	// in berth_explain_skipped_total{reason="budget"}); a pending pod is
+	// explained on a later attempt. Default 60; 0 means no bound; at most
+	// 100000.
+	MaxPerMinute *int32 `json:"maxPerMinute,omitempty"`
 }

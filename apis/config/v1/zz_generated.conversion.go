@@ -364,6 +364,9 @@ func autoConvert_v1_ExplainArgs_To_config_ExplainArgs(in *ExplainArgs, out *conf
 	if err := metav1.Convert_Pointer_bool_To_bool(&in.RedactNodes, &out.RedactNodes, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_int32_To_int32(&in.MaxPerMinute, &out.MaxPerMinute, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -381,6 +384,9 @@ func autoConvert_config_ExplainArgs_To_v1_ExplainArgs(in *config.ExplainArgs, ou
 		return err
 	}
 	if err := metav1.Convert_bool_To_Pointer_bool(&in.RedactNodes, &out.RedactNodes, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int32_To_Pointer_int32(&in.MaxPerMinute, &out.MaxPerMinute, s); err != nil {
 		return err
 	}
 	return nil

@@ -269,6 +269,11 @@ func (in *ExplainArgs) DeepCopyInto(out *ExplainArgs) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.MaxPerMinute != nil {
+		in, out := &in.MaxPerMinute, &out.MaxPerMinute
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

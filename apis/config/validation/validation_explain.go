@@ -10,8 +10,9 @@ import (
 
 // Bounds of ExplainArgs.
 const (
-	MaxExplainTopNodes    = 20
-	MaxExplainSampleOneIn = 1000000
+	MaxExplainTopNodes     = 20
+	MaxExplainSampleOneIn  = 1000000
+	MaxExplainMaxPerMinute = 100000
 )
 
 // ValidateExplainArgs checks ExplainArgs after defaulting.
@@ -22,6 +23,9 @@ func ValidateExplainArgs(path *field.Path, args *config.ExplainArgs) error {
 	}
 	if args.TopNodes < 1 || args.TopNodes > MaxExplainTopNodes {
 		errs = append(errs, field.Invalid(path.Child("topNodes"), args.TopNodes, "must be between 1 and 20 (the explanation is size-bounded)"))
+	}
+	if args.MaxPerMinute < 0 || args.MaxPerMinute > MaxExplainMaxPerMinute {
+		errs = append(errs, field.Invalid(path.Child("maxPerMinute"), args.MaxPerMinute, "must be between 0 (no bound) and 100000"))
 	}
 	seen := sets.New[string]()
 	for i, ns := range args.Namespaces {

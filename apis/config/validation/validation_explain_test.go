@@ -18,6 +18,8 @@ func TestValidateExplainArgs(t *testing.T) {
 		{name: "sampling and namespaces", mutate: func(a *config.ExplainArgs) { a.SampleOneIn = 1000; a.Namespaces = []string{"team-a", "team-b"} }},
 		{name: "negative sampling", mutate: func(a *config.ExplainArgs) { a.SampleOneIn = -1 },
 			wantErr: []string{"args.sampleOneIn: Invalid value: -1: must be between 0 (only pods that ask) and 1000000"}},
+		{name: "negative budget", mutate: func(a *config.ExplainArgs) { a.MaxPerMinute = -1 },
+			wantErr: []string{"args.maxPerMinute: Invalid value: -1: must be between 0 (no bound) and 100000"}},
 		{name: "top nodes out of range", mutate: func(a *config.ExplainArgs) { a.TopNodes = 50 },
 			wantErr: []string{"args.topNodes: Invalid value: 50: must be between 1 and 20"}},
 		{name: "bad namespaces", mutate: func(a *config.ExplainArgs) { a.Namespaces = []string{"Team_A", "b", "b"} },

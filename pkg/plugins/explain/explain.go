@@ -12,12 +12,16 @@ import (
 	"hash/fnv"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
@@ -25,6 +29,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
@@ -48,6 +53,12 @@ type Explain struct {
 	fitOpts    noderesources.ResourceRequestsOptions
 	out        *writer
 	now        func() time.Time
+	// budget bounds the explanations computed (nil: no bound).
+	budget *rate.Limiter
+	// asked holds the pending pods whose request annotation appeared since
+	// the queue last read them (podUpdated), nAsked how many.
+	asked  sync.Map
+	nAsked atomic.Int32
 }
 
 var (
@@ -88,12 +99,20 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if len(args.Namespaces) > 0 {
 		pl.namespaces = sets.New(args.Namespaces...)
 	}
+	if n := args.MaxPerMinute; n > 0 {
+		pl.budget = rate.NewLimiter(rate.Limit(float64(n)/60), int(n))
+	}
 	if f := h.SharedInformerFactory(); f != nil {
 		// A pending pod that starts asking is brought back for a cycle:
 		// an annotation-only update requeues nothing by itself, and the
 		// next attempt could be minutes away.
 		if _, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(oldObj, newObj any) { pl.podUpdated(klog.FromContext(ctx), oldObj, newObj) },
+			DeleteFunc: func(obj any) {
+				if p, _, err := schedutil.As[*v1.Pod](obj, nil); err == nil && p != nil {
+					pl.forgetAsked(p.UID)
+				}
+			},
 		}); err != nil {
 			return nil, fmt.Errorf("watching pods: %w", err)
 		}
@@ -101,18 +120,55 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	return pl, nil
 }
 
-// podUpdated activates a pending pod whose request annotation appeared.
+// podUpdated activates a pending pod whose request annotation appeared, and
+// remembers that it asked: informers call their handlers in no fixed order,
+// so the queue may still hold (and the activated cycle run) the pod object
+// from before the annotation.
 func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 	o, ok1 := oldObj.(*v1.Pod)
 	n, ok2 := newObj.(*v1.Pod)
-	if !ok1 || !ok2 || n.Spec.NodeName != "" || o.Annotations[AnnotationRequest] == "true" || n.Annotations[AnnotationRequest] != "true" {
+	if !ok1 || !ok2 {
+		return
+	}
+	if n.Spec.NodeName != "" {
+		pl.forgetAsked(n.UID)
+		return
+	}
+	if o.Annotations[AnnotationRequest] == "true" || n.Annotations[AnnotationRequest] != "true" {
 		return
 	}
 	if pl.namespaces != nil && !pl.namespaces.Has(n.Namespace) {
 		return
 	}
+	if _, loaded := pl.asked.LoadOrStore(n.UID, struct{}{}); !loaded {
+		pl.nAsked.Add(1)
+	}
 	logger.V(4).Info("Explain: a pending pod asks for an explanation; activating it", "pod", klog.KObj(n))
 	pl.fh.Activate(logger, map[string]*v1.Pod{n.Namespace + "/" + n.Name: n})
+}
+
+// askedLater reports (once) whether the pod started asking after the object
+// the cycle holds was read; one atomic load when no pod did.
+func (pl *Explain) askedLater(uid types.UID) bool {
+	if pl.nAsked.Load() == 0 {
+		return false
+	}
+	if _, ok := pl.asked.LoadAndDelete(uid); ok {
+		pl.nAsked.Add(-1)
+		return true
+	}
+	return false
+}
+
+// forgetAsked drops a pod that was bound or deleted before a cycle read its
+// request.
+func (pl *Explain) forgetAsked(uid types.UID) {
+	if pl.nAsked.Load() == 0 {
+		return
+	}
+	if _, ok := pl.asked.LoadAndDelete(uid); ok {
+		pl.nAsked.Add(-1)
+	}
 }
 
 // wants: the pod asks (or is sampled), in a namespace explanations are for.
@@ -131,17 +187,40 @@ func (pl *Explain) wants(pod *v1.Pod) bool {
 	return false
 }
 
+// withinBudget takes one explanation from the budget, or counts the pod
+// skipped.
+func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod) bool {
+	if pl.budget == nil || pl.budget.Allow() {
+		return true
+	}
+	skipped.WithLabelValues(skippedBudget).Inc()
+	klog.FromContext(ctx).V(4).Info("Explain: over maxPerMinute; not explaining this cycle", "pod", klog.KObj(pod))
+	return false
+}
+
 // cycleState marks a pod to explain and holds what the cycle scored.
 type cycleState struct {
 	// scored are the nodes the cycle scored (set by PreScore); nil: the
 	// cycle did not score.
 	scored []string
+	// declined: the pod asks, but the budget was spent.
+	declined bool
 }
 
 // Clone returns the same state: the scored set is written once per cycle.
 func (s *cycleState) Clone() fwk.StateData { return s }
 
+// explaining returns the mark of a pod being explained in this cycle.
 func explaining(state fwk.CycleState) *cycleState {
+	if s := markOf(state); s != nil && !s.declined {
+		return s
+	}
+	return nil
+}
+
+// markOf returns what PreFilter wrote, nil if it did not run (or skipped a
+// pod that does not ask).
+func markOf(state fwk.CycleState) *cycleState {
 	d, err := state.Read(stateKey)
 	if err != nil {
 		return nil
@@ -150,9 +229,15 @@ func explaining(state fwk.CycleState) *cycleState {
 	return s
 }
 
-// PreFilter marks a pod that asks; every other pod gets Skip.
-func (pl *Explain) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if !pl.wants(pod) {
+// PreFilter marks a pod that asks, within the budget; every other pod gets
+// Skip. A pod over the budget is marked declined, so that PostFilter does
+// not explain it either.
+func (pl *Explain) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	if !pl.wants(pod) && !pl.askedLater(pod.UID) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if !pl.withinBudget(ctx, pod) {
+		state.Write(stateKey, &cycleState{declined: true})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(stateKey, &cycleState{})
@@ -205,8 +290,11 @@ func (pl *Explain) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {
 // state; it is explained if it asks, from the statuses the framework gave
 // every node (the rejecting plugin and its message).
 func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	if explaining(state) == nil && !pl.wants(pod) {
-		return nil, fwk.NewStatus(fwk.Unschedulable)
+	if explaining(state) == nil {
+		// Not marked: PreFilter declined it for the budget, or never ran.
+		if markOf(state) != nil || !(pl.wants(pod) || pl.askedLater(pod.UID)) || !pl.withinBudget(ctx, pod) {
+			return nil, fwk.NewStatus(fwk.Unschedulable)
+		}
 	}
 	start := pl.now()
 	r, err := pl.explainPending(pod, m)

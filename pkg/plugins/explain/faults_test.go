@@ -2,6 +2,7 @@ package explain
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -13,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/internal/podupdate"
+	"github.com/berth-scheduler/berth/internal/testing/metricstest"
 )
 
 // claimCheck rejects in PreFilter, as VolumeBinding rejects a pod whose
@@ -106,6 +109,15 @@ func TestAskingActivatesAPendingPod(t *testing.T) {
 	}); err != nil {
 		t.Errorf("activated %v after the pod asked for an explanation, want default/late", s.rec.Activated())
 	}
+	// The queue may hand the cycle the object from before the annotation
+	// (informers call the queue's handler and Explain's in no fixed order):
+	// the pod is explained all the same.
+	if out := s.schedule(pod); out.node != "" {
+		t.Fatalf("placed on %s", out.node)
+	}
+	if r := s.result(pod); r.Outcome != OutcomePending {
+		t.Errorf("result %+v, want the pending pod explained", r)
+	}
 }
 
 // The annotations Explain reads and writes are the ones other plugins' hints
@@ -116,4 +128,43 @@ func TestAnnotationsAreBerths(t *testing.T) {
 			t.Errorf("%s lacks the prefix %s", a, podupdate.AnnotationPrefix)
 		}
 	}
+}
+
+// Item 11 of issue #26: any pod author can ask, and an explanation is
+// computed inside the scheduling cycle: maxPerMinute bounds them per profile,
+// counting the pods turned away; they are scheduled all the same.
+func TestBudgetBoundsExplanations(t *testing.T) {
+	nodes, pods := cluster()
+	var asking3 []*v1.Pod
+	var objs []runtime.Object
+	for i := range 3 {
+		p := asking(fmt.Sprintf("huge-%d", i), "40")
+		asking3 = append(asking3, p)
+		objs = append(objs, p)
+	}
+	s := newSim(t, &config.ExplainArgs{TopNodes: 5, MaxPerMinute: 2}, nodes, pods, objs...)
+	counted := func() float64 {
+		v, err := testutil.GetCounterMetricValue(skipped.WithLabelValues(skippedBudget))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := counted()
+	for _, p := range asking3 {
+		s.schedule(p)
+	}
+	s.result(asking3[0])
+	s.result(asking3[1])
+	if got := counted() - before; got != 1 {
+		t.Errorf("skipped{budget} grew by %v, want 1 (the third pod in the minute)", got)
+	}
+	p, err := s.cs.CoreV1().Pods("default").Get(s.ctx, "huge-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.Annotations[AnnotationResult]; ok {
+		t.Errorf("the third pod was explained over a budget of 2 a minute")
+	}
+	metricstest.ExpectSeries(t, "berth_explain_skipped_total", "reason", skippedBudget)
 }

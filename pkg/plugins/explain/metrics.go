@@ -43,11 +43,22 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	skipped = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "skipped_total",
+		Help:           "Pods that asked for an explanation and were not explained, by reason (budget: over maxPerMinute).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
 	registerOnce sync.Once
 )
 
+// Reasons of skipped_total.
+const skippedBudget = "budget"
+
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(explanations, explainErrors, explainDuration, writes, resultBytes)
+		legacyregistry.MustRegister(explanations, explainErrors, explainDuration, writes, resultBytes, skipped)
+		skipped.WithLabelValues(skippedBudget).Add(0)
 	})
 }
