@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -271,12 +272,15 @@ func TestLastMember(t *testing.T) {
 	}
 }
 
-// Two gangs that each fit alone but not together, scheduled interleaved:
-// the older gang completes, the younger holds nothing.
+// Two gangs that each fit alone but not together, scheduled interleaved,
+// with DefaultPreemption after Coscheduling as the documented profile has
+// it: the older gang completes, the younger holds nothing while it cannot
+// complete, and completes once the older one is gone (its requeue comes from
+// the deletion's queueing hint, not from a test).
 func TestTwoGangsNeverBothHalfHeld(t *testing.T) {
 	a := []*v1.Pod{memberPod("a", 0), memberPod("a", 1), memberPod("a", 2)}
 	b := []*v1.Pod{memberPod("b", 0), memberPod("b", 1), memberPod("b", 2)}
-	s := newSim(t, []*v1.Node{node("n1", "2"), node("n2", "2")},
+	s := newSimWith(t, withDefaultPreemption(), []*v1.Node{node("n1", "2"), node("n2", "2")},
 		[]*schedv1alpha1.PodGroup{podGroup("a", 3, 0), podGroup("b", 3, 10)}, append(slices.Clone(a), b...))
 	for i := range 2 { // a0 b0 a1 b1: four slots taken, both gangs half held
 		for _, p := range []*v1.Pod{a[i], b[i]} {
@@ -296,32 +300,44 @@ func TestTwoGangsNeverBothHalfHeld(t *testing.T) {
 		t.Fatalf("a2 after b yielded: %v", st)
 	}
 	s.waitDone("a-0", "a-1", "a-2")
-	// b tries again: one slot is left; its second member releases the first.
-	if st := s.schedule(b[0]); !st.IsSuccess() && !st.IsWait() {
-		// b was marked failed when it yielded: refused until an event.
-		if !strings.Contains(st.Message(), "yields") {
-			t.Fatalf("b0: %v", st)
-		}
-	}
-	s.pl.shared.mgr.clearFailed("jobs/b") // as a node/pod event's hint does
+	// b tries again: it was marked failed when it yielded and is refused
+	// until an event; or, with one slot left, its second member releases
+	// the first. Either way it holds nothing.
 	for _, p := range b {
 		s.schedule(p)
 	}
-	for _, n := range []string{"b-0", "b-1", "b-2"} {
-		s.mu.Lock()
-		d := s.done[n]
-		s.mu.Unlock()
-		if d != nil {
-			<-d
-		}
-	}
+	s.settle()
 	bound := s.boundPods()
 	want := map[string]string{"a-0": bound["a-0"], "a-1": bound["a-1"], "a-2": bound["a-2"]}
 	if diff := cmp.Diff(want, bound); diff != "" || bound["a-0"] == "" {
-		t.Errorf("bound (-want,+got):\n%s", diff)
+		t.Fatalf("bound (-want,+got):\n%s", diff)
 	}
 	if w := s.waiting(); len(w) != 0 {
-		t.Errorf("waiting %v: gang b must hold nothing", w)
+		t.Fatalf("waiting %v: gang b must hold nothing", w)
+	}
+	// Gang a finishes: its pods leave the nodes. The deletion's hint lets b
+	// try again (as the queue does), and b completes.
+	logger := klog.FromContext(s.ctx)
+	for _, p := range a {
+		ni, err := s.snapshot.NodeInfos().Get(bound[p.Name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone := p.DeepCopy()
+		gone.Spec.NodeName = bound[p.Name]
+		s.forget(gone, ni)
+		for _, m := range b {
+			if _, err := s.pl.isSchedulableAfterClusterChange(logger, m, gone, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, p := range b {
+		s.schedule(p)
+	}
+	s.settle()
+	if bound := s.boundPods(); bound["b-0"] == "" || bound["b-1"] == "" || bound["b-2"] == "" {
+		t.Errorf("bound %v after a left, want gang b whole", bound)
 	}
 }
 

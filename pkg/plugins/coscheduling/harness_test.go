@@ -24,6 +24,7 @@ import (
 	internalqueue "k8s.io/kubernetes/pkg/scheduler/backend/queue"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -402,4 +403,12 @@ func (s *sim) createPod(p *v1.Pod) {
 	if _, err := s.cs.CoreV1().Pods(p.Namespace).Create(s.ctx, p, metav1.CreateOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
+}
+
+// withDefaultPreemption registers upstream's DefaultPreemption after
+// Coscheduling at PostFilter, as the documented profile has it.
+func withDefaultPreemption() extraPlugins {
+	return extraPlugins{after: []tf.RegisterPluginFunc{tf.RegisterPluginAsExtensions(defaultpreemption.Name, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return defaultpreemption.New(ctx, &schedconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100}, h, plfeature.Features{})
+	}, "PostFilter")}}
 }
