@@ -105,67 +105,64 @@ func TestStaleQuotaEventsAreNotApplied(t *testing.T) {
 // the preemptor needs, counting the victims already taken; what a victim
 // frees in other resources is a side effect (a pod is indivisible).
 func TestReclaimNeverTakesABorrowerBelowMin(t *testing.T) {
-	cpuMem := func(ns, name string) *v1.Pod {
-		return st.MakePod().Namespace(ns).Name(name).UID(ns + "/" + name).Node("n").
-			Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "1Gi"}).Obj()
+	for _, tc := range []struct {
+		name string
+		// borrower runs pods of 1 CPU / 1Gi under its quota; the preemptor's
+		// namespace has its own quota and asks for preemptorReq.
+		borrower, preemptorNS      string
+		borrowerMin, borrowerMax   v1.ResourceList
+		preemptorMin, preemptorMax v1.ResourceList
+		pods                       int
+		preemptorReq               map[v1.ResourceName]string
+		want                       int
+		why                        string
+	}{
+		{
+			// The case: min {cpu 2, memory 12Gi}, six pods: 4 CPU
+			// borrowed, 6Gi of the memory min unused.
+			name: "a borrower below its memory min gives back the CPU it borrowed", borrower: "a", preemptorNS: "b",
+			borrowerMin: rl("cpu", "2", "memory", "12Gi"), borrowerMax: rl("cpu", "6", "memory", "24Gi"),
+			preemptorMin: rl("cpu", "4", "memory", "12Gi"), preemptorMax: rl("cpu", "8", "memory", "24Gi"),
+			pods: 6, preemptorReq: map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "1Gi"},
+			want: 4, why: "a borrows 4 CPU, and the memory it frees below its min is a side effect",
+		},
+		{
+			// The second case: d (min 2 CPU / 4Gi) runs four pods;
+			// c (min 2 CPU, no memory) asks for CPU: d goes back to 2 CPU.
+			name: "exactly at its memory min, a borrower still gives back CPU", borrower: "d", preemptorNS: "c",
+			borrowerMin: rl("cpu", "2", "memory", "4Gi"), borrowerMax: rl("cpu", "8", "memory", "8Gi"),
+			preemptorMin: rl("cpu", "2"), preemptorMax: rl("cpu", "8"),
+			pods: 4, preemptorReq: map[v1.ResourceName]string{v1.ResourceCPU: "1"},
+			want: 2, why: "d is 2 CPU over its min",
+		},
+		{
+			// e borrows memory only: a CPU preemptor takes none of its pods.
+			name: "a namespace at its min in the resources the preemptor needs gives nothing", borrower: "e", preemptorNS: "f",
+			borrowerMin: rl("cpu", "4", "memory", "1Gi"), borrowerMax: rl("cpu", "8", "memory", "8Gi"),
+			preemptorMin: rl("cpu", "4"), preemptorMax: rl("cpu", "8"),
+			pods: 4, preemptorReq: map[v1.ResourceName]string{v1.ResourceCPU: "1"},
+			want: 0, why: "e uses exactly its CPU min",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newManager()
+			m.setQuota(tc.borrower, newQuota(eq(tc.borrower, tc.borrowerMin, tc.borrowerMax), nil))
+			m.setQuota(tc.preemptorNS, newQuota(eq(tc.preemptorNS, tc.preemptorMin, tc.preemptorMax), nil))
+			var all []*preemption.DomainVictim
+			for i := range tc.pods {
+				name := fmt.Sprintf("%s%d", tc.borrower, i)
+				p := st.MakePod().Namespace(tc.borrower).Name(name).UID(tc.borrower + "/" + name).Node("n").
+					Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "1Gi"}).Obj()
+				m.observe(p)
+				all = append(all, victim(p))
+			}
+			pl := &ElasticQuota{shared: &shared{mgr: m}}
+			p := st.MakePod().Namespace(tc.preemptorNS).Name("p").UID(types.UID(tc.preemptorNS + "/p")).Req(tc.preemptorReq).Obj()
+			if got := names(pl.eligibleVictims(m.snapshot(p, podRequest(p), 0), all)); len(got) != tc.want {
+				t.Errorf("got victims %v, want %d: %s", got, tc.want, tc.why)
+			}
+		})
 	}
-	t.Run("a borrower below its memory min gives back the CPU it borrowed", func(t *testing.T) {
-		// The case: min {cpu 2, memory 12Gi}, six pods of 1 CPU /
-		// 1Gi: 4 CPU borrowed, 6Gi of the memory min unused.
-		m := newManager()
-		m.setQuota("a", newQuota(eq("a", rl("cpu", "2", "memory", "12Gi"), rl("cpu", "6", "memory", "24Gi")), nil))
-		m.setQuota("b", newQuota(eq("b", rl("cpu", "4", "memory", "12Gi"), rl("cpu", "8", "memory", "24Gi")), nil))
-		var all []*preemption.DomainVictim
-		for _, name := range []string{"a1", "a2", "a3", "a4", "a5", "a6"} {
-			p := cpuMem("a", name)
-			m.observe(p)
-			all = append(all, victim(p))
-		}
-		pl := &ElasticQuota{shared: &shared{mgr: m}}
-		p := st.MakePod().Namespace("b").Name("p").UID("b/p").
-			Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "1Gi"}).Obj()
-		s := m.snapshot(p, podRequest(p), 0)
-		if got := names(pl.eligibleVictims(s, all)); len(got) != 4 {
-			t.Errorf("got victims %v, want four: a borrows 4 CPU, and the memory it frees below its min is a side effect", got)
-		}
-	})
-	t.Run("exactly at its memory min, a borrower still gives back CPU", func(t *testing.T) {
-		// The second case: d (min 2 CPU / 4Gi) runs four 1 CPU / 1Gi
-		// pods; c (min 2 CPU, no memory) asks for CPU: d goes back to 2 CPU.
-		m := newManager()
-		m.setQuota("d", newQuota(eq("d", rl("cpu", "2", "memory", "4Gi"), rl("cpu", "8", "memory", "8Gi")), nil))
-		m.setQuota("c", newQuota(eq("c", rl("cpu", "2"), rl("cpu", "8")), nil))
-		var all []*preemption.DomainVictim
-		for _, name := range []string{"d1", "d2", "d3", "d4"} {
-			p := cpuMem("d", name)
-			m.observe(p)
-			all = append(all, victim(p))
-		}
-		pl := &ElasticQuota{shared: &shared{mgr: m}}
-		p := pod("c", "p", "1", 0, "")
-		s := m.snapshot(p, podRequest(p), 0)
-		if got := names(pl.eligibleVictims(s, all)); len(got) != 2 {
-			t.Errorf("got victims %v, want two: d is 2 CPU over its min", got)
-		}
-	})
-	t.Run("a namespace at its min in the resources the preemptor needs gives nothing", func(t *testing.T) {
-		// e borrows memory only: a CPU preemptor takes none of its pods.
-		m := newManager()
-		m.setQuota("e", newQuota(eq("e", rl("cpu", "4", "memory", "1Gi"), rl("cpu", "8", "memory", "8Gi")), nil))
-		m.setQuota("f", newQuota(eq("f", rl("cpu", "4"), rl("cpu", "8")), nil))
-		var all []*preemption.DomainVictim
-		for _, name := range []string{"e1", "e2", "e3", "e4"} {
-			p := cpuMem("e", name)
-			m.observe(p)
-			all = append(all, victim(p))
-		}
-		pl := &ElasticQuota{shared: &shared{mgr: m}}
-		p := pod("f", "p", "1", 0, "")
-		s := m.snapshot(p, podRequest(p), 0)
-		if got := names(pl.eligibleVictims(s, all)); len(got) != 0 {
-			t.Errorf("got victims %v, want none: e uses exactly its CPU min", got)
-		}
-	})
 }
 
 // Victims chosen by one preemption count as leaving for the next at once,
