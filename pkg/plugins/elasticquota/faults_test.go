@@ -157,7 +157,7 @@ func TestReclaimNeverTakesABorrowerBelowMin(t *testing.T) {
 				all = append(all, victim(p))
 			}
 			pl := &ElasticQuota{shared: &shared{mgr: m}}
-			p := st.MakePod().Namespace(tc.preemptorNS).Name("p").UID(types.UID(tc.preemptorNS + "/p")).Req(tc.preemptorReq).Obj()
+			p := st.MakePod().Namespace(tc.preemptorNS).Name("p").UID(tc.preemptorNS + "/p").Req(tc.preemptorReq).Obj()
 			if got := names(pl.eligibleVictims(m.snapshot(p, podRequest(p), 0), all)); len(got) != tc.want {
 				t.Errorf("got victims %v, want %d: %s", got, tc.want, tc.why)
 			}
