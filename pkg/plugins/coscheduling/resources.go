@@ -76,8 +76,7 @@ func minResourcesGap(key string, s *spec, nodes []fwk.NodeInfo, own sets.Set[str
 // allocatable, a node updated its allocatable's growth (labels and taints
 // free nothing: minResources count every node). id names the event.
 func freedBy(oldObj, newObj any) (id string, freed map[v1.ResourceName]int64, ok bool) {
-	switch {
-	case newObj == nil:
+	if newObj == nil {
 		p, isPod := oldObj.(*v1.Pod)
 		if !isPod {
 			return "", nil, false
@@ -87,27 +86,26 @@ func freedBy(oldObj, newObj any) (id string, freed map[v1.ResourceName]int64, ok
 			freed[name] += quantity.Scaled(name, q)
 		}
 		return "pod/" + string(p.UID), freed, true
-	default:
-		n, isNode := newObj.(*v1.Node)
-		if !isNode {
-			return "", nil, false
-		}
-		freed = map[v1.ResourceName]int64{}
-		for name, q := range n.Status.Allocatable {
-			freed[name] = quantity.Scaled(name, q)
-		}
-		if o, was := oldObj.(*v1.Node); was && o != nil {
-			for name, q := range o.Status.Allocatable {
-				freed[name] -= quantity.Scaled(name, q)
-			}
-			for name, v := range freed {
-				if v < 0 {
-					freed[name] = 0
-				}
-			}
-		}
-		return "node/" + n.Name + "/" + n.ResourceVersion, freed, true
 	}
+	n, isNode := newObj.(*v1.Node)
+	if !isNode {
+		return "", nil, false
+	}
+	freed = map[v1.ResourceName]int64{}
+	for name, q := range n.Status.Allocatable {
+		freed[name] = quantity.Scaled(name, q)
+	}
+	if o, was := oldObj.(*v1.Node); was && o != nil {
+		for name, q := range o.Status.Allocatable {
+			freed[name] -= quantity.Scaled(name, q)
+		}
+		for name, v := range freed {
+			if v < 0 {
+				freed[name] = 0
+			}
+		}
+	}
+	return "node/" + n.Name + "/" + n.ResourceVersion, freed, true
 }
 
 // amount reads one resource of r in the scheduler's units.

@@ -292,7 +292,8 @@ func (pl *Explain) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {
 func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	if explaining(state) == nil {
 		// Not marked: PreFilter declined it for the budget, or never ran.
-		if markOf(state) != nil || !(pl.wants(pod) || pl.askedLater(pod.UID)) || !pl.withinBudget(ctx, pod) {
+		asks := pl.wants(pod) || pl.askedLater(pod.UID)
+		if markOf(state) != nil || !asks || !pl.withinBudget(ctx, pod) {
 			return nil, fwk.NewStatus(fwk.Unschedulable)
 		}
 	}
