@@ -14,10 +14,21 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// Rule returns, for one preemptor, whether each pod may be its victim. The
-// returned function may keep state across calls (a cap on what one
-// namespace gives up): call it once per pod of one dry run.
-type Rule func(preemptor *v1.Pod) func(victim *v1.Pod) bool
+// Victims is one dry run's view of what the preemption may take: Eligible
+// says whether p may go given what is taken so far, Take counts p as taken,
+// Release undoes a Take (a victim reprieved, or a node given up). A cap on
+// what one namespace gives up thus counts only the victims a dry run keeps,
+// as the preemption itself takes the fewest that make room.
+type Victims interface {
+	Eligible(p *v1.Pod) bool
+	Take(p *v1.Pod)
+	Release(p *v1.Pod)
+}
+
+// Rule returns the Victims of one dry run for the pods that would preempt
+// together (a gang's members still to place; they share a namespace and a
+// priority).
+type Rule func(preemptors []*v1.Pod) Victims
 
 var (
 	mu    sync.RWMutex
@@ -32,7 +43,7 @@ func Provide(h fwk.Handle, r Rule) {
 }
 
 // For returns the rule of h's profile: the one provided, else
-// DefaultPreemption's (pods of lower priority than the preemptor).
+// DefaultPreemption's (pods of lower priority than the preemptors).
 func For(h fwk.Handle) Rule {
 	mu.RLock()
 	defer mu.RUnlock()
@@ -42,8 +53,17 @@ func For(h fwk.Handle) Rule {
 	return LowerPriority
 }
 
-// LowerPriority is DefaultPreemption's rule: pods of lower priority.
-func LowerPriority(preemptor *v1.Pod) func(*v1.Pod) bool {
-	prio := corev1helpers.PodPriority(preemptor)
-	return func(victim *v1.Pod) bool { return corev1helpers.PodPriority(victim) < prio }
+// LowerPriority is DefaultPreemption's rule: pods of lower priority than the
+// first preemptor.
+func LowerPriority(preemptors []*v1.Pod) Victims {
+	if len(preemptors) == 0 {
+		return lowerThan(-1 << 31)
+	}
+	return lowerThan(corev1helpers.PodPriority(preemptors[0]))
 }
+
+type lowerThan int32
+
+func (l lowerThan) Eligible(p *v1.Pod) bool { return corev1helpers.PodPriority(p) < int32(l) }
+func (lowerThan) Take(*v1.Pod)              {}
+func (lowerThan) Release(*v1.Pod)           {}

@@ -9,8 +9,8 @@ import (
 
 func TestForFallsBackToLowerPriority(t *testing.T) {
 	pod := func(prio int32) *v1.Pod { return &v1.Pod{Spec: v1.PodSpec{Priority: ptr.To(prio)}} }
-	r := For(nil)(pod(100))
-	if !r(pod(10)) || r(pod(100)) || r(pod(1000)) {
+	v := For(nil)([]*v1.Pod{pod(100)})
+	if !v.Eligible(pod(10)) || v.Eligible(pod(100)) || v.Eligible(pod(1000)) {
 		t.Error("the default rule must take exactly the pods of lower priority")
 	}
 }

@@ -13,6 +13,8 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+
+	"github.com/berth-scheduler/berth/internal/preemptible"
 )
 
 // Candidate nodes dry-run per preemption: DefaultPreemption's defaults.
@@ -365,28 +367,59 @@ func (r *victimRule) eligible(p *v1.Pod) (ok bool, req vec) {
 	}
 }
 
-func (r *victimRule) take(ns string, req vec) {
+func (r *victimRule) take(ns string, req vec) { r.takeSigned(ns, req, 1) }
+
+func (r *victimRule) takeSigned(ns string, req vec, sign int64) {
 	if r.taken[ns] == nil {
 		r.taken[ns] = vec{}
 	}
-	r.taken[ns].add(req, 1)
+	r.taken[ns].add(req, sign)
 }
 
-// rule is ElasticQuota's preemptible.Rule: for a dry run of other plugins
-// (Coscheduling's: would the whole gang fit once preemption made room), the
-// pods this plugin's preemption may take for preemptor, each taken counted
-// against its namespace's borrowing.
-func (pl *ElasticQuota) rule(preemptor *v1.Pod) func(*v1.Pod) bool {
+// rule is ElasticQuota's preemptible.Rule, for other plugins' dry runs
+// (Coscheduling's: would the whole gang fit once preemption made room): the
+// preemptors' arithmetic is taken for all of them together (their summed
+// requests: whether the gang stays within its min, and which resources it
+// needs), and a victim taken counts against its namespace's borrowing.
+func (pl *ElasticQuota) rule(preemptors []*v1.Pod) preemptible.Victims {
 	m := pl.shared.mgr
-	s := m.snapshot(preemptor, podRequest(preemptor), corev1helpers.PodPriority(preemptor))
-	r := newVictimRule(m, s)
-	return func(p *v1.Pod) bool {
-		m.mu.RLock()
-		defer m.mu.RUnlock()
-		ok, req := r.eligible(p)
-		if ok && req != nil {
-			r.take(p.Namespace, req)
-		}
-		return ok
+	if len(preemptors) == 0 {
+		return preemptible.LowerPriority(nil)
 	}
+	req := vec{}
+	for _, p := range preemptors {
+		req.add(podRequest(p), 1)
+	}
+	s := m.snapshot(preemptors[0], req, corev1helpers.PodPriority(preemptors[0]))
+	return &dryRunVictims{m: m, r: newVictimRule(m, s)}
+}
+
+// dryRunVictims is victimRule behind the manager's read lock, per call.
+type dryRunVictims struct {
+	m *manager
+	r *victimRule
+}
+
+func (d *dryRunVictims) Eligible(p *v1.Pod) bool {
+	d.m.mu.RLock()
+	defer d.m.mu.RUnlock()
+	ok, _ := d.r.eligible(p)
+	return ok
+}
+
+func (d *dryRunVictims) Take(p *v1.Pod)    { d.count(p, 1) }
+func (d *dryRunVictims) Release(p *v1.Pod) { d.count(p, -1) }
+
+// count adds (sign 1) or removes (-1) p's request to what its namespace gave
+// up, if p takes from a quota's borrowing (see victimRule.eligible).
+func (d *dryRunVictims) count(p *v1.Pod, sign int64) {
+	d.m.mu.RLock()
+	defer d.m.mu.RUnlock()
+	if q := d.m.quotas[p.Namespace]; q == nil || p.Namespace == d.r.s.pod.Namespace || !d.r.s.hasQuota {
+		return
+	}
+	if e := d.m.pods[p.UID]; e != nil && e.leaving {
+		return
+	}
+	d.r.takeSigned(p.Namespace, podRequest(p), sign)
 }
