@@ -9,6 +9,7 @@
 package coscheduling
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,7 @@ import (
 	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/perclient"
 	"github.com/berth-scheduler/berth/internal/preemptible"
+	"github.com/berth-scheduler/berth/internal/quantity"
 )
 
 const (
@@ -471,7 +473,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, _ fwk.CycleState, pod *v1
 	// minResources are checked for the first member of an attempt: the
 	// others follow it through Permit, which releases a gang that does not fit.
 	if len(s.minResources) > 0 && c.placed == 0 {
-		msg, gap := minResourcesGap(key, s, nodes, sh.mgr.memberNodes(key))
+		msg, gap := minResourcesGap(key, s, nodes)
 		sh.mgr.setGap(key, gap)
 		if msg != "" {
 			rejectionsTotal.WithLabelValues("min-resources").Inc()
@@ -666,21 +668,21 @@ func (pl *Coscheduling) fitsWithout(ctx context.Context, state fwk.CycleState, p
 
 // gangFitsAfterPreemption is the dry run of PostFilter's step 2: would the
 // members the gang still needs all fit once the profile's preemption made
-// the room it can make? It places the members (pod, then the others
-// toPlace names, shaped as pod where it lacks them) one after another on
-// copies of the snapshot's nodes from which every pod the profile's
-// preemption may take (preemptible.For: DefaultPreemption's lower-priority
-// pods, or ElasticQuota's rule) and that is not the gang's own is removed.
-// Members shaped as pod (same requests, selectors, affinity, tolerations,
-// spread constraints) go through the profile's Filter plugins with pod's
-// cycle state; others, whose PreFilter state this plugin cannot compute,
-// through the upstream checks that matter for room: resources
-// (noderesources.Fits), required node affinity and untolerated taints. The
-// PreFilter extensions are told of every removal and addition, as preemption
-// simulates. Each shape of member walks the nodes once (a member stays on a
-// node while the next one fits there): O(nodes + members) Filter calls. It
-// reports whether all fit and how many did; a simulation that cannot be
-// carried out declines (no eviction for a gang that may not complete).
+// the room it can make? The members (pod and the unplaced siblings toPlace
+// names, shaped as pod where there are fewer), largest first, are placed one
+// after another on copies of the snapshot's nodes. A member that does not
+// fit a node as it is evicts there, as the preemption would, the fewest of
+// the pods the profile's preemption may take (preemptible.For:
+// DefaultPreemption's lower-priority pods, or ElasticQuota's reclaim rule
+// for the gang as a whole): all eligible ones removed, then reprieved most
+// important first while the member still fits. Members shaped as pod go
+// through the profile's Filter plugins with pod's cycle state; others, whose
+// PreFilter state this plugin cannot compute, through upstream's checks of
+// room (roomFor) — and a member whose placement depends on other pods
+// (inter-pod affinity, spread constraints, host ports) makes the simulation
+// impossible: it declines. The PreFilter extensions are told of every
+// removal and addition. Each shape walks the nodes once. It reports whether
+// all fit and how many did.
 func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key string, needed int) (bool, int) {
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
 		return false, 0
@@ -698,72 +700,199 @@ func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.C
 		members = append(members, pod)
 	}
 	members = members[:needed]
-	mayTake := preemptible.For(pl.fh)(pod)
-	s := state.Clone()
-	prepared := make([]fwk.NodeInfo, len(nodes)) // copies with the victims removed
-	prepare := func(i int) (fwk.NodeInfo, bool) {
-		if prepared[i] != nil {
-			return prepared[i], true
+	same := make(map[*v1.Pod]bool, len(members))
+	for _, m := range members {
+		same[m] = m == pod || sameShape(m, pod)
+		if !same[m] && dependsOnOtherPods(m) {
+			return false, 0
 		}
-		ni := nodes[i].Snapshot()
-		for _, pi := range nodes[i].GetPods() {
+	}
+	slices.SortStableFunc(members, func(a, b *v1.Pod) int { return compareSize(b, a) })
+	victims := preemptible.For(pl.fh)(members)
+	if !pl.freeableCoversGap(key, nodes, victims) {
+		return false, 0
+	}
+	s := state.Clone()
+	work := make([]fwk.NodeInfo, len(nodes)) // copies, made on first change
+	nodeAt := func(i int) fwk.NodeInfo {
+		if work[i] == nil {
+			work[i] = nodes[i].Snapshot()
+		}
+		return work[i]
+	}
+	fits := func(m *v1.Pod, ni fwk.NodeInfo) bool {
+		if same[m] {
+			return pl.fh.RunFilterPluginsWithNominatedPods(ctx, s, pod, ni).IsSuccess()
+		}
+		return pl.roomFor(logger, m, ni)
+	}
+	remove := func(ni fwk.NodeInfo, pi fwk.PodInfo) bool {
+		return ni.RemovePod(logger, pi.GetPod()) == nil && pl.fh.RunPreFilterExtensionRemovePod(ctx, s, pod, pi, ni).IsSuccess()
+	}
+	restore := func(ni fwk.NodeInfo, pi fwk.PodInfo) bool {
+		ni.AddPodInfo(pi)
+		return pl.fh.RunPreFilterExtensionAddPod(ctx, s, pod, pi, ni).IsSuccess()
+	}
+	// placeOn tries m on node i, evicting the fewest eligible pods; ok=false
+	// means the simulation itself failed.
+	placeOn := func(m *v1.Pod, i int) (placed, ok bool) {
+		ni := nodes[i]
+		if work[i] != nil {
+			ni = work[i]
+		}
+		if fits(m, ni) {
+			return true, true
+		}
+		var cands []fwk.PodInfo
+		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
-			if k, ok := groupKeyOf(p); (ok && k == key) || !mayTake(p) {
+			if k, isMember := groupKeyOf(p); isMember && k == key {
 				continue
 			}
-			if ni.RemovePod(logger, p) != nil || !pl.fh.RunPreFilterExtensionRemovePod(ctx, s, pod, pi, ni).IsSuccess() {
-				return nil, false
+			cands = append(cands, pi)
+		}
+		// Least important first, so a cap on what a namespace gives up
+		// takes the right ones.
+		slices.SortStableFunc(cands, func(a, b fwk.PodInfo) int {
+			return cmp.Compare(corev1helpers.PodPriority(a.GetPod()), corev1helpers.PodPriority(b.GetPod()))
+		})
+		var taken []fwk.PodInfo
+		for _, pi := range cands {
+			if victims.Eligible(pi.GetPod()) {
+				victims.Take(pi.GetPod())
+				taken = append(taken, pi)
 			}
 		}
-		prepared[i] = ni
-		return ni, true
-	}
-	cursor := map[string]int{} // per shape: the node its last member went to
-	for placed, m := range members {
-		same := m == pod || sameShape(m, pod)
-		shape := "pod"
-		if !same {
-			shape = string(m.UID)
-			for _, o := range members[:placed] {
-				if o != pod && sameShape(m, o) {
-					shape = string(o.UID)
-					break
+		if len(taken) == 0 {
+			return false, true
+		}
+		ni = nodeAt(i)
+		for _, pi := range taken {
+			if !remove(ni, pi) {
+				return false, false
+			}
+		}
+		if !fits(m, ni) {
+			for _, pi := range taken {
+				victims.Release(pi.GetPod())
+				if !restore(ni, pi) {
+					return false, false
 				}
 			}
+			return false, true
 		}
+		// Reprieve, most important first, while m still fits.
+		for j := len(taken) - 1; j >= 0; j-- {
+			pi := taken[j]
+			if !restore(ni, pi) {
+				return false, false
+			}
+			if fits(m, ni) {
+				victims.Release(pi.GetPod())
+				continue
+			}
+			if !remove(ni, pi) {
+				return false, false
+			}
+		}
+		return true, true
+	}
+	cursor := map[*v1.Pod]int{} // per shape (its first member): where the last one went
+	shapeOf := func(m *v1.Pod) *v1.Pod {
+		if same[m] {
+			return pod
+		}
+		for o := range cursor {
+			if o != pod && sameShape(m, o) {
+				return o
+			}
+		}
+		return m
+	}
+	for n, m := range members {
+		shape := shapeOf(m)
 		found := false
-		for i := cursor[shape]; i < len(nodes) && !found; i++ {
-			ni, ok := prepare(i)
+		for i := cursor[shape]; i < len(nodes); i++ {
+			placed, ok := placeOn(m, i)
 			if !ok {
-				return false, placed
+				return false, n
 			}
-			var fits bool
-			if same {
-				fits = pl.fh.RunFilterPluginsWithNominatedPods(ctx, s, pod, ni).IsSuccess()
-			} else {
-				fits = pl.roomFor(logger, m, ni)
-			}
-			if !fits {
+			if !placed {
 				continue
 			}
 			found, cursor[shape] = true, i
-			placedCopy := m.DeepCopy()
-			placedCopy.UID = types.UID(fmt.Sprintf("%s-dry-run-%d", pod.UID, placed))
-			placedCopy.Spec.NodeName = ni.Node().Name
-			pi, err := framework.NewPodInfo(placedCopy)
-			if err != nil {
-				return false, placed
+			ni := nodeAt(i)
+			c := m.DeepCopy()
+			c.UID = types.UID(fmt.Sprintf("%s-dry-run-%d", pod.UID, n))
+			c.Spec.NodeName = ni.Node().Name
+			pi, err := framework.NewPodInfo(c)
+			if err != nil || !restore(ni, pi) {
+				return false, n
 			}
-			ni.AddPodInfo(pi)
-			if !pl.fh.RunPreFilterExtensionAddPod(ctx, s, pod, pi, ni).IsSuccess() {
-				return false, placed
-			}
+			break
 		}
 		if !found {
-			return false, placed
+			return false, n
 		}
 	}
 	return true, len(members)
+}
+
+// freeableCoversGap: for a gang refused for its minResources (the gap
+// recorded in this cycle's PreFilter), the pods the preemption may take free
+// at least what is lacking; else no preemption can complete the gang.
+func (pl *Coscheduling) freeableCoversGap(key string, nodes []fwk.NodeInfo, victims preemptible.Victims) bool {
+	gap := pl.shared.mgr.gapOf(key)
+	if gap == nil {
+		return true
+	}
+	freeable := map[v1.ResourceName]int64{}
+	for _, ni := range nodes {
+		for _, pi := range ni.GetPods() {
+			if p := pi.GetPod(); victims.Eligible(p) {
+				freeable[v1.ResourcePods]++
+				for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+					freeable[name] += quantity.Scaled(name, q)
+				}
+			}
+		}
+	}
+	for name, lack := range gap {
+		if freeable[name] < lack {
+			return false
+		}
+	}
+	return true
+}
+
+// dependsOnOtherPods: the member's placement depends on the pods around it
+// (inter-pod affinity, spread constraints, host ports), which roomFor does
+// not simulate.
+func dependsOnOtherPods(p *v1.Pod) bool {
+	if a := p.Spec.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
+		return true
+	}
+	if len(p.Spec.TopologySpreadConstraints) > 0 {
+		return true
+	}
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.HostPort > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// compareSize orders pods by CPU, then memory requested.
+func compareSize(a, b *v1.Pod) int {
+	ra := resourcehelper.PodRequests(a, resourcehelper.PodResourcesOptions{})
+	rb := resourcehelper.PodRequests(b, resourcehelper.PodResourcesOptions{})
+	if c := ra.Cpu().Cmp(*rb.Cpu()); c != 0 {
+		return c
+	}
+	return ra.Memory().Cmp(*rb.Memory())
 }
 
 // roomFor: the upstream checks of room for a member whose own PreFilter
@@ -804,9 +933,9 @@ type reservedMark struct{}
 func (reservedMark) Clone() fwk.StateData { return reservedMark{} }
 
 // Reserve counts the member as placed.
-func (pl *Coscheduling) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+func (pl *Coscheduling) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) *fwk.Status {
 	if key, ok := groupKeyOf(pod); ok {
-		pl.shared.mgr.reserve(key, pod.UID, nodeName)
+		pl.shared.mgr.reserve(key, pod.UID)
 		state.Write(reservedKey, reservedMark{})
 	}
 	return nil

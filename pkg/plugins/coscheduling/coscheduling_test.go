@@ -327,8 +327,8 @@ func TestTwoGangsNeverBothHalfHeld(t *testing.T) {
 		gone.Spec.NodeName = bound[p.Name]
 		s.forget(gone, ni)
 		for _, m := range b {
-			if _, err := s.pl.isSchedulableAfterClusterChange(logger, m, gone, nil); err != nil {
-				t.Fatal(err)
+			if h, err := s.pl.isSchedulableAfterClusterChange(logger, m, gone, nil); err != nil || h != fwk.Queue {
+				t.Fatalf("hint for %s on %s's deletion: %v, %v; want Queue", m.Name, p.Name, h, err)
 			}
 		}
 	}

@@ -294,10 +294,11 @@ func TestMinResourcesGangRequeuedOnlyWhenTheGapCanClose(t *testing.T) {
 	cpuPod := func(name, cpu string) *v1.Pod {
 		return st.MakePod().Namespace("batch").Name(name).UID(name).Node("n1").Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
 	}
+	rv := 10
+	nodeRV := func(n *v1.Node) *v1.Node { rv++; n.ResourceVersion = fmt.Sprint(rv); return n }
 	labelled := node("n2", "3")
 	labelled.Labels = map[string]string{"zone": "a"}
-	bigger := node("n2", "6")
-	bigger.ResourceVersion = "7"
+	labelled.ResourceVersion = "5"
 	for _, step := range []struct {
 		name     string
 		old, new any
@@ -307,7 +308,12 @@ func TestMinResourcesGangRequeuedOnlyWhenTheGapCanClose(t *testing.T) {
 		{"the same event, for the next member", cpuPod("a", "1"), nil, fwk.QueueSkip},
 		{"a node relabelled: minResources count every node", node("n2", "3"), labelled, fwk.QueueSkip},
 		{"a pod with no cpu deleted", st.MakePod().Namespace("batch").Name("b").UID("b").Node("n1").Obj(), nil, fwk.QueueSkip},
-		{"n2 grows by 3 cpu: the gap can close", node("n2", "3"), bigger, fwk.Queue},
+		{"a pending pod's nomination changed (sent as an assigned pod's deletion)",
+			st.MakePod().Namespace("batch").Name("nom").UID("nom").Req(map[v1.ResourceName]string{v1.ResourceCPU: "8"}).Obj(), nil, fwk.QueueSkip},
+		{"another 1.5 cpu: 2.5 freed in all, 0.5 still lacking", cpuPod("c", "1500m"), nil, fwk.QueueSkip},
+		{"n2 shrinks by 1 cpu, then grows back: nothing freed", node("n2", "3"), nodeRV(node("n2", "2")), fwk.QueueSkip},
+		{"and grows back", node("n2", "2"), nodeRV(node("n2", "3")), fwk.QueueSkip},
+		{"a 0.5-cpu pod deleted: small deletions add up to the gap", cpuPod("d", "500m"), nil, fwk.Queue},
 	} {
 		for _, member := range pods {
 			got, err := s.pl.isSchedulableAfterClusterChange(logger, member, step.old, step.new)
@@ -315,6 +321,17 @@ func TestMinResourcesGangRequeuedOnlyWhenTheGapCanClose(t *testing.T) {
 				t.Errorf("%s, hint for %s: %v, %v; want %v", step.name, member.Name, got, err, step.want)
 			}
 		}
+	}
+	// Refused again, then the PodGroup drops its minResources: the recorded
+	// gap no longer says what the gang lacks, and any freed room counts.
+	if _, st, _ := s.f.RunPreFilterPlugins(s.ctx, framework.NewCycleState(), pods[0]); st.Code() != fwk.Unschedulable {
+		t.Fatalf("PreFilter: %v, want the minResources refusal", st)
+	}
+	relaxed := pg.DeepCopy()
+	relaxed.Spec.MinResources = nil
+	s.pl.shared.podGroupChanged(s.ctx, relaxed, false)
+	if got, _ := s.pl.isSchedulableAfterClusterChange(logger, pods[0], cpuPod("e", "100m"), nil); got != fwk.Queue {
+		t.Errorf("hint after the spec dropped minResources: %v, want Queue", got)
 	}
 	// A gang that failed otherwise (released in PostFilter) keeps reacting
 	// to any freed room: its gap is not known.
@@ -369,7 +386,7 @@ func BenchmarkBlockedGang(b *testing.B) {
 	spec := s.pl.shared.mgr.spec("jobs/g")
 	b.ResetTimer()
 	for range b.N {
-		minResourcesGap("jobs/g", spec, nodeInfos, s.pl.shared.mgr.memberNodes("jobs/g"))
+		minResourcesGap("jobs/g", spec, nodeInfos)
 	}
 	b.ReportMetric(float64(attempts), "attempts/min")
 }
@@ -397,9 +414,9 @@ func TestDryRunAsksTheProfilesPreemption(t *testing.T) {
 		wantRun   bool
 	}{
 		{"lower-priority pods the preemption will not take: declined", 0,
-			func(*v1.Pod) func(*v1.Pod) bool { return func(*v1.Pod) bool { return false } }, false},
+			func([]*v1.Pod) preemptible.Victims { return &fakeVictims{ns: "nobody"} }, false},
 		{"higher-priority pods a reclaim will take: preemption runs", 2000,
-			func(*v1.Pod) func(*v1.Pod) bool { return func(p *v1.Pod) bool { return p.Namespace == "batch" } }, true},
+			func([]*v1.Pod) preemptible.Victims { return &fakeVictims{ns: "batch", limit: 100} }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var pods []*v1.Pod
@@ -466,5 +483,74 @@ func TestShortTimeoutGangIsReleased(t *testing.T) {
 	s.settle()
 	if b := s.boundPods(); len(b) != 3 {
 		t.Errorf("bound %v, want the whole gang of a 1 s timeout scheduled at once", b)
+	}
+}
+
+// fakeVictims stands for a preemption's rule: pods of namespace ns, at most
+// limit of them taken (as ElasticQuota caps what a borrower gives back).
+type fakeVictims struct {
+	ns           string
+	limit, taken int
+}
+
+func (f *fakeVictims) Eligible(p *v1.Pod) bool { return p.Namespace == f.ns && f.taken < f.limit }
+func (f *fakeVictims) Take(*v1.Pod)            { f.taken++ }
+func (f *fakeVictims) Release(*v1.Pod)         { f.taken-- }
+
+// The dry run takes, like the preemption, the fewest victims a member needs
+// on a node: a cap on what one namespace gives up is not spent on pods no
+// member needed (second review of #26 item 1). Two 4-CPU nodes each hold
+// three 1-CPU pods of the borrower and one of a team at its min; the
+// borrower gives back 4 pods at most; the gang needs two 2-CPU members: two
+// borrower pods go on each node. Removing all eligible pods of the first
+// node visited would spend 3 of the 4 and leave the second member no room.
+func TestDryRunTakesTheFewestVictims(t *testing.T) {
+	var pods []*v1.Pod
+	for i := range 2 {
+		p := memberPod("g", i)
+		p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
+		pods = append(pods, p)
+	}
+	extra, calls := withProbe()
+	s := newSimWith(t, extra, []*v1.Node{node("n1", "4"), node("n2", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, pods)
+	rule := &fakeVictims{ns: "borrower", limit: 4}
+	preemptible.Provide(s.pl.fh, func([]*v1.Pod) preemptible.Victims { rule.taken = 0; return rule })
+	for _, n := range []string{"n1", "n2"} {
+		ni, _ := s.snapshot.NodeInfos().Get(n)
+		for i := range 3 {
+			name := fmt.Sprintf("borrower-%s-%d", n, i)
+			s.assume(st.MakePod().Namespace("borrower").Name(name).UID(name).Node(n).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj(), ni)
+		}
+		name := "atmin-" + n
+		s.assume(st.MakePod().Namespace("atmin").Name(name).UID(name).Node(n).Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj(), ni)
+	}
+	st := s.schedule(pods[0])
+	if calls.Load() != 1 {
+		t.Errorf("first member: %v; preemption ran %d times, want once: two borrower pods a node make room for both members within the cap of 4", st, calls.Load())
+	}
+	if rule.taken != 4 {
+		t.Errorf("the dry run kept %d victims, want 4 (two per member)", rule.taken)
+	}
+}
+
+// A sibling whose placement depends on other pods (here: required
+// anti-affinity, as MPI workers often have), shaped unlike the member being
+// scheduled, cannot be simulated by upstream's resource, affinity and taint
+// checks: the dry run declines rather than evict for a gang it cannot vouch
+// for.
+func TestDryRunDeclinesWhatItCannotSimulate(t *testing.T) {
+	launcher := memberPod("g", 0)
+	launcher.Spec.Priority = ptr.To[int32](1000)
+	worker := memberPod("g", 1)
+	worker.Spec.Priority = ptr.To[int32](1000)
+	worker.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
+	worker.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{schedv1alpha1.PodGroupLabel: "g"}}, TopologyKey: v1.LabelHostname}}}}
+	extra, calls := withProbe()
+	s := newSimWith(t, extra, []*v1.Node{node("n1", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, []*v1.Pod{launcher, worker})
+	s.fill("n1", 4)
+	st := s.schedule(launcher)
+	if calls.Load() != 0 || st.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Errorf("launcher: %v, preemption ran %d times; want it declined", st, calls.Load())
 	}
 }

@@ -63,8 +63,6 @@ type group struct {
 	allowed sets.Set[types.UID]
 	// waitingSince: when each member began to wait at Permit.
 	waitingSince map[types.UID]time.Time
-	// reservedOn: the node each reserved member was reserved on.
-	reservedOn map[types.UID]string
 
 	// gap is what minResources lacked at the last refusal (scheduler units
 	// by resource; nil: none recorded), freed what events since then may
@@ -89,7 +87,7 @@ type group struct {
 
 func newGroup() *group {
 	return &group{members: map[types.UID]member{}, reserved: sets.New[types.UID](), allowed: sets.New[types.UID](),
-		waitingSince: map[types.UID]time.Time{}, reservedOn: map[types.UID]string{}}
+		waitingSince: map[types.UID]time.Time{}}
 }
 
 // unhold forgets what is held for uid (reserved, allowed, waiting).
@@ -97,7 +95,6 @@ func (g *group) unhold(uid types.UID) {
 	g.reserved.Delete(uid)
 	g.allowed.Delete(uid)
 	delete(g.waitingSince, uid)
-	delete(g.reservedOn, uid)
 }
 
 func (g *group) empty() bool {
@@ -195,6 +192,11 @@ func (m *manager) setSpec(key string, s *spec) bool {
 	}
 	changed := old == nil || old.uid != s.uid || old.minMember != s.minMember || !equalResources(old.minResources, s.minResources) || old.timeout != s.timeout
 	if changed {
+		// The requirements changed: a recorded minResources gap no longer
+		// says what the gang lacks.
+		g.gap, g.freed, g.lastEvent = nil, nil, ""
+	}
+	if changed {
 		g.failed = false
 	}
 	return changed
@@ -291,13 +293,12 @@ func (m *manager) snapshot(key string) (counts, *spec, bool, string) {
 // without an event: the scheduler's longest backoff by default.
 const failedFor = 10 * time.Second
 
-// reserve counts uid as placed, on node.
-func (m *manager) reserve(key string, uid types.UID, node string) {
+// reserve counts uid as placed.
+func (m *manager) reserve(key string, uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.get(key)
 	g.reserved.Insert(uid)
-	g.reservedOn[uid] = node
 	m.touch(key)
 }
 
@@ -416,25 +417,15 @@ func (m *manager) release(key string, held sets.Set[types.UID]) sets.Set[types.U
 	return m.releaseLocked(g, gone)
 }
 
-// memberNodes returns the nodes the group's placed members are on (bound,
-// or reserved by this scheduler).
-func (m *manager) memberNodes(key string) sets.Set[string] {
+// gapOf returns what the group's minResources lacked at its last refusal
+// (nil: none recorded).
+func (m *manager) gapOf(key string) map[v1.ResourceName]int64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := sets.New[string]()
-	g := m.groups[key]
-	if g == nil {
-		return out
+	if g := m.groups[key]; g != nil {
+		return g.gap
 	}
-	for _, mem := range g.members {
-		if mem.bound() {
-			out.Insert(mem.pod.Spec.NodeName)
-		}
-	}
-	for _, n := range g.reservedOn {
-		out.Insert(n)
-	}
-	return out
+	return nil
 }
 
 // setGap records what minResources lacked at a refusal (nil: it fit), and

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -14,13 +13,12 @@ import (
 )
 
 // minResourcesGap compares a group's minResources (and minMember pods) with
-// the cluster's free capacity: per node, allocatable minus requested, plus
-// what the group's own placed members request there (they count toward
-// minResources already), summed over nodes. It returns "" when they fit, else
-// a message with the numbers and what is lacking by resource. It reads the
-// cycle's snapshot (no API call) and walks the pods of the nodes in own only
-// (the nodes of the group's placed members): O(nodes + their pods).
-func minResourcesGap(key string, s *spec, nodes []fwk.NodeInfo, own sets.Set[string]) (string, map[v1.ResourceName]int64) {
+// the cluster's free capacity: per node, allocatable minus requested, summed
+// over nodes. It is asked only while none of the group's members is placed,
+// so none of them is among the requested. It returns "" when they fit, else a
+// message with the numbers and what is lacking by resource. It reads the
+// cycle's snapshot (no API call), one pass over the nodes, not their pods.
+func minResourcesGap(key string, s *spec, nodes []fwk.NodeInfo) (string, map[v1.ResourceName]int64) {
 	need := make(map[v1.ResourceName]int64, len(s.minResources)+1)
 	for name, q := range s.minResources {
 		need[name] = quantity.Scaled(name, q)
@@ -34,22 +32,10 @@ func minResourcesGap(key string, s *spec, nodes []fwk.NodeInfo, own sets.Set[str
 			continue
 		}
 		alloc, req := ni.GetAllocatable(), ni.GetRequested()
-		var mine []fwk.Resource
-		if own.Has(ni.Node().Name) {
-			for _, pi := range ni.GetPods() {
-				if k, ok := groupKeyOf(pi.GetPod()); ok && k == key {
-					mine = append(mine, pi.CalculateResource().Resource)
-				}
-			}
-		}
 		for name := range need {
 			f := amount(alloc, name) - amount(req, name)
 			if name == v1.ResourcePods {
-				f = int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()) + len(mine))
-			} else {
-				for _, r := range mine {
-					f += amount(r, name)
-				}
+				f = int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))
 			}
 			if f > 0 {
 				free[name] += f
@@ -72,14 +58,19 @@ func minResourcesGap(key string, s *spec, nodes []fwk.NodeInfo, own sets.Set[str
 }
 
 // freedBy says what a cluster event may free for a gang's minResources: a
-// pod deleted frees its requests and a pod slot, a node added its
-// allocatable, a node updated its allocatable's growth (labels and taints
-// free nothing: minResources count every node). id names the event.
+// pod deleted from a node frees its requests and a pod slot, a node added
+// its allocatable, a node updated its allocatable's change (labels and
+// taints free nothing: minResources count every node). id names the event.
 func freedBy(oldObj, newObj any) (id string, freed map[v1.ResourceName]int64, ok bool) {
 	if newObj == nil {
 		p, isPod := oldObj.(*v1.Pod)
 		if !isPod {
 			return "", nil, false
+		}
+		if p.Spec.NodeName == "" {
+			// A pending pod's nomination changed (sent as an assigned pod's
+			// deletion): it held no room.
+			return "pod/" + string(p.UID), nil, true
 		}
 		freed = map[v1.ResourceName]int64{v1.ResourcePods: 1}
 		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
@@ -96,13 +87,10 @@ func freedBy(oldObj, newObj any) (id string, freed map[v1.ResourceName]int64, ok
 		freed[name] = quantity.Scaled(name, q)
 	}
 	if o, was := oldObj.(*v1.Node); was && o != nil {
+		// A shrink counts against what was freed (a device plugin that
+		// deregisters and registers again nets to nothing).
 		for name, q := range o.Status.Allocatable {
 			freed[name] -= quantity.Scaled(name, q)
-		}
-		for name, v := range freed {
-			if v < 0 {
-				freed[name] = 0
-			}
 		}
 	}
 	return "node/" + n.Name + "/" + n.ResourceVersion, freed, true
