@@ -31,7 +31,7 @@ type ExplainArgs struct {
 	// cycle and any pod author can ask, so this bounds what asking costs
 	// the scheduler. A pod over the budget is scheduled without one (counted
 	// in berth_explain_skipped_total{reason="budget"}); a pending pod is
-	// explained on a later attempt. Default 60; 0 means no bound; at most
-	// 100000.
+	// explained on a later attempt, and renewed once a minute at most.
+	// Default 60; 0 means no bound; at most 100000.
 	MaxPerMinute *int32 `json:"maxPerMinute,omitempty"`
 }

@@ -59,7 +59,13 @@ type Explain struct {
 	// the queue last read them (podUpdated), nAsked how many.
 	asked  sync.Map
 	nAsked atomic.Int32
+	// lastPending: when each pending pod was last explained (UID →
+	// time.Time); forgotten when it is bound or deleted.
+	lastPending sync.Map
 }
+
+// repeatPending is how often a pending pod's explanation is renewed at most.
+const repeatPending = time.Minute
 
 var (
 	_ fwk.PreFilterPlugin  = &Explain{}
@@ -160,9 +166,10 @@ func (pl *Explain) askedLater(uid types.UID) bool {
 	return false
 }
 
-// forgetAsked drops a pod that was bound or deleted before a cycle read its
-// request.
+// forgetAsked drops a pod that was bound or deleted: before a cycle read its
+// request, or after its explanation as pending.
 func (pl *Explain) forgetAsked(uid types.UID) {
+	pl.lastPending.Delete(uid)
 	if pl.nAsked.Load() == 0 {
 		return
 	}
@@ -203,24 +210,14 @@ type cycleState struct {
 	// scored are the nodes the cycle scored (set by PreScore); nil: the
 	// cycle did not score.
 	scored []string
-	// declined: the pod asks, but the budget was spent.
-	declined bool
 }
 
 // Clone returns the same state: the scored set is written once per cycle.
 func (s *cycleState) Clone() fwk.StateData { return s }
 
-// explaining returns the mark of a pod being explained in this cycle.
+// explaining returns the mark of a pod being explained in this cycle, nil if
+// PreFilter did not run (or skipped a pod that does not ask).
 func explaining(state fwk.CycleState) *cycleState {
-	if s := markOf(state); s != nil && !s.declined {
-		return s
-	}
-	return nil
-}
-
-// markOf returns what PreFilter wrote, nil if it did not run (or skipped a
-// pod that does not ask).
-func markOf(state fwk.CycleState) *cycleState {
 	d, err := state.Read(stateKey)
 	if err != nil {
 		return nil
@@ -229,15 +226,10 @@ func markOf(state fwk.CycleState) *cycleState {
 	return s
 }
 
-// PreFilter marks a pod that asks, within the budget; every other pod gets
-// Skip. A pod over the budget is marked declined, so that PostFilter does
-// not explain it either.
-func (pl *Explain) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+// PreFilter marks a pod that asks; every other pod gets Skip. The budget is
+// spent where an explanation is computed (Reserve, PostFilter).
+func (pl *Explain) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if !pl.wants(pod) && !pl.askedLater(pod.UID) {
-		return nil, fwk.NewStatus(fwk.Skip)
-	}
-	if !pl.withinBudget(ctx, pod) {
-		state.Write(stateKey, &cycleState{declined: true})
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	state.Write(stateKey, &cycleState{})
@@ -264,9 +256,10 @@ func (pl *Explain) PreScore(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 // read). The result is written off the scheduling goroutine.
 func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s := explaining(state)
-	if s == nil {
+	if s == nil || !pl.withinBudget(ctx, pod) {
 		return nil
 	}
+	pl.lastPending.Delete(pod.UID)
 	start := pl.now()
 	r, err := pl.explainPlaced(ctx, state, pod, nodeName, s)
 	if err != nil {
@@ -290,13 +283,20 @@ func (pl *Explain) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {
 // state; it is explained if it asks, from the statuses the framework gave
 // every node (the rejecting plugin and its message).
 func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	if explaining(state) == nil {
-		// Not marked: PreFilter declined it for the budget, or never ran.
-		asks := pl.wants(pod) || pl.askedLater(pod.UID)
-		if markOf(state) != nil || !asks || !pl.withinBudget(ctx, pod) {
-			return nil, fwk.NewStatus(fwk.Unschedulable)
-		}
+	if explaining(state) == nil && !pl.wants(pod) && !pl.askedLater(pod.UID) {
+		// Not marked (PreFilter never ran) and does not ask.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	// A pending pod is retried every backoff: its explanation is renewed
+	// once every repeatPending at most, which spends no budget meanwhile.
+	now := pl.now()
+	if at, ok := pl.lastPending.Load(pod.UID); ok && now.Sub(at.(time.Time)) < repeatPending {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if !pl.withinBudget(ctx, pod) {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	pl.lastPending.Store(pod.UID, now)
 	start := pl.now()
 	r, err := pl.explainPending(pod, m)
 	if err != nil {

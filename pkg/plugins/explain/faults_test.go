@@ -159,6 +159,13 @@ func TestBudgetBoundsExplanations(t *testing.T) {
 	if got := counted() - before; got != 1 {
 		t.Errorf("skipped{budget} grew by %v, want 1 (the third pod in the minute)", got)
 	}
+	// A pending pod is retried every backoff: within a minute its
+	// explanation is not renewed, and no budget is spent on it.
+	s.schedule(asking3[0])
+	s.schedule(asking3[0])
+	if got := counted() - before; got != 1 {
+		t.Errorf("skipped{budget} grew by %v after two retries of an explained pending pod, want still 1", got)
+	}
 	p, err := s.cs.CoreV1().Pods("default").Get(s.ctx, "huge-2", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
