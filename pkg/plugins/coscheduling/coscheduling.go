@@ -510,7 +510,7 @@ func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return n
 //     PostFilter plugins after this one).
 //
 // The status message (in the pod's FailedScheduling event) says which.
-func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	key, ok := groupKeyOf(pod)
 	if !ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
@@ -527,15 +527,15 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %q does not exist", key))
 	}
 	needed := max(s.minMember-c.placed, 1)
-	fit, fitted := pl.gangFitsAfterPreemption(ctx, state, pod, key, needed)
+	fit, fitted, declined := pl.gangFitsAfterPreemption(ctx, state, pod, key, needed, statuses)
 	if fit {
 		msg := fmt.Sprintf("pod group %s: %d/%d members placed; with lower-priority pods evicted the gang would complete (a dry run fits all %d more needed): preemption may make room for %s", key, c.placed, s.minMember, needed, pod.Name)
 		logger.V(4).Info("Coscheduling: "+msg, "pod", klog.KObj(pod))
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	why := fmt.Sprintf("preemption declined: with every lower-priority pod evicted a dry run fits %d of the %d more needed, so the gang would still not complete", fitted, needed)
-	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
-		why = "preemption declined: the member's preemptionPolicy is Never"
+	if declined != "" {
+		why = "preemption declined: " + declined
 	}
 	msg := fmt.Sprintf("pod group %s cannot be placed now: %d/%d members placed and %s fits no node; %s", key, c.placed, s.minMember, pod.Name, why)
 	if n := sh.rejectWaiting(key, msg+"; the gang's held members are released"); n > 0 {
@@ -683,13 +683,13 @@ func (pl *Coscheduling) fitsWithout(ctx context.Context, state fwk.CycleState, p
 // impossible: it declines. The PreFilter extensions are told of every
 // removal and addition. Each shape walks the nodes once. It reports whether
 // all fit and how many did.
-func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key string, needed int) (bool, int) {
+func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.CycleState, pod *v1.Pod, key string, needed int, statuses fwk.NodeToStatusReader) (fit bool, fitted int, declined string) {
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == v1.PreemptNever {
-		return false, 0
+		return false, 0, "the member's preemptionPolicy is Never"
 	}
 	nodes, err := pl.fh.SnapshotSharedLister().NodeInfos().List()
 	if err != nil {
-		return false, 0
+		return false, 0, "the snapshot's nodes could not be listed"
 	}
 	logger := klog.FromContext(ctx)
 	members := pl.shared.mgr.toPlace(key, pod)
@@ -700,17 +700,28 @@ func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.C
 		members = append(members, pod)
 	}
 	members = members[:needed]
+	// A sibling already nominated to a node has its room promised there
+	// (and RunFilterPluginsWithNominatedPods counts it): it is not placed
+	// again.
+	nominated := 0
+	members = slices.DeleteFunc(members, func(m *v1.Pod) bool {
+		if m != pod && m.Status.NominatedNodeName != "" {
+			nominated++
+			return true
+		}
+		return false
+	})
 	same := make(map[*v1.Pod]bool, len(members))
 	for _, m := range members {
 		same[m] = m == pod || sameShape(m, pod)
 		if !same[m] && dependsOnOtherPods(m) {
-			return false, 0
+			return false, 0, fmt.Sprintf("member %s needs other pods placed around it (required inter-pod affinity, spread constraints or host ports), which the dry run cannot simulate", m.Name)
 		}
 	}
 	slices.SortStableFunc(members, func(a, b *v1.Pod) int { return compareSize(b, a) })
 	victims := preemptible.For(pl.fh)(members)
 	if !pl.freeableCoversGap(key, nodes, victims) {
-		return false, 0
+		return false, 0, "the pods preemption may take cannot free what the gang's minResources lack"
 	}
 	s := state.Clone()
 	work := make([]fwk.NodeInfo, len(nodes)) // copies, made on first change
@@ -734,7 +745,9 @@ func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.C
 		return pl.fh.RunPreFilterExtensionAddPod(ctx, s, pod, pi, ni).IsSuccess()
 	}
 	// placeOn tries m on node i, evicting the fewest eligible pods; ok=false
-	// means the simulation itself failed.
+	// means the simulation itself failed. A node no eviction can open (the
+	// cycle found it unresolvable for pod; for another shape, its affinity
+	// or taints) is skipped at once, as upstream's preemption skips it.
 	placeOn := func(m *v1.Pod, i int) (placed, ok bool) {
 		ni := nodes[i]
 		if work[i] != nil {
@@ -742,6 +755,13 @@ func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.C
 		}
 		if fits(m, ni) {
 			return true, true
+		}
+		if same[m] {
+			if statuses != nil && statuses.Get(ni.Node().Name).Code() == fwk.UnschedulableAndUnresolvable {
+				return false, true
+			}
+		} else if !pl.placeable(logger, m, ni.Node()) {
+			return false, true
 		}
 		var cands []fwk.PodInfo
 		for _, pi := range ni.GetPods() {
@@ -815,7 +835,7 @@ func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.C
 		for i := cursor[shape]; i < len(nodes); i++ {
 			placed, ok := placeOn(m, i)
 			if !ok {
-				return false, n
+				return false, nominated + n, "the dry run could not simulate an eviction"
 			}
 			if !placed {
 				continue
@@ -827,15 +847,15 @@ func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.C
 			c.Spec.NodeName = ni.Node().Name
 			pi, err := framework.NewPodInfo(c)
 			if err != nil || !restore(ni, pi) {
-				return false, n
+				return false, nominated + n, "the dry run could not simulate a placement"
 			}
 			break
 		}
 		if !found {
-			return false, n
+			return false, nominated + n, ""
 		}
 	}
-	return true, len(members)
+	return true, nominated + len(members), ""
 }
 
 // freeableCoversGap: for a gang refused for its minResources (the gap
@@ -865,15 +885,23 @@ func (pl *Coscheduling) freeableCoversGap(key string, nodes []fwk.NodeInfo, vict
 	return true
 }
 
-// dependsOnOtherPods: the member's placement depends on the pods around it
-// (inter-pod affinity, spread constraints, host ports), which roomFor does
-// not simulate.
+// dependsOnOtherPods: whether the member fits depends on the pods around it
+// (required inter-pod affinity or anti-affinity, DoNotSchedule spread
+// constraints, host ports), which roomFor does not simulate. Preferences do
+// not decide fitting.
 func dependsOnOtherPods(p *v1.Pod) bool {
-	if a := p.Spec.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
-		return true
+	if a := p.Spec.Affinity; a != nil {
+		if a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return true
+		}
+		if a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+			return true
+		}
 	}
-	if len(p.Spec.TopologySpreadConstraints) > 0 {
-		return true
+	for _, c := range p.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable == v1.DoNotSchedule {
+			return true
+		}
 	}
 	for _, c := range p.Spec.Containers {
 		for _, port := range c.Ports {
@@ -899,10 +927,13 @@ func compareSize(a, b *v1.Pod) int {
 // state this plugin cannot compute: resources, required node affinity and
 // node selector, untolerated NoSchedule/NoExecute taints.
 func (pl *Coscheduling) roomFor(logger klog.Logger, m *v1.Pod, ni fwk.NodeInfo) bool {
-	node := ni.Node()
-	if len(noderesources.Fits(m, ni, pl.fh.SharedDRAManager(), pl.fitOpts)) > 0 {
-		return false
-	}
+	return len(noderesources.Fits(m, ni, pl.fh.SharedDRAManager(), pl.fitOpts)) == 0 && pl.placeable(logger, m, ni.Node())
+}
+
+// placeable: the member's required node affinity (and node selector) matches
+// the node and it tolerates the node's NoSchedule/NoExecute taints: what no
+// eviction changes.
+func (pl *Coscheduling) placeable(logger klog.Logger, m *v1.Pod, node *v1.Node) bool {
 	if ok, err := nodeaffinity.GetRequiredNodeAffinity(m).Match(node); err != nil || !ok {
 		return false
 	}

@@ -554,3 +554,51 @@ func TestDryRunDeclinesWhatItCannotSimulate(t *testing.T) {
 		t.Errorf("launcher: %v, preemption ran %d times; want it declined", st, calls.Load())
 	}
 }
+
+// A gang refused for its minResources is not let preempt unless the pods the
+// preemption may take could free what it lacks (third review of #26 item 1).
+func TestDryRunDeclinesWhenEvictionsCannotCoverMinResources(t *testing.T) {
+	var pods []*v1.Pod
+	for i := range 2 {
+		p := memberPod("g", i)
+		p.Spec.Priority = ptr.To[int32](1000)
+		pods = append(pods, p)
+	}
+	pg := podGroup("g", 2, 0)
+	pg.Spec.MinResources = v1.ResourceList{v1.ResourceCPU: resource.MustParse("20")}
+	extra, calls := withProbe()
+	s := newSimWith(t, extra, []*v1.Node{node("n1", "4"), node("n2", "4")}, []*schedv1alpha1.PodGroup{pg}, pods)
+	s.fill("n1", 4)
+	s.fill("n2", 4)
+	// As the scheduler does: PreFilter refuses (minResources), PostFilter
+	// runs with that status for every node.
+	state := framework.NewCycleState()
+	_, pst, _ := s.f.RunPreFilterPlugins(s.ctx, state, pods[0])
+	if pst.Code() != fwk.Unschedulable {
+		t.Fatalf("PreFilter: %v, want the minResources refusal", pst)
+	}
+	m := framework.NewDefaultNodeToStatus()
+	m.SetAbsentNodesStatus(pst)
+	_, st := s.f.RunPostFilterPlugins(s.ctx, state, pods[0], m)
+	if calls.Load() != 0 || !strings.Contains(st.Message(), "cannot free what the gang's minResources lack") {
+		t.Errorf("PostFilter: %v, preemption ran %d times; want it declined: evicting every batch pod frees 8 of the 20 CPUs", st, calls.Load())
+	}
+}
+
+// Preferences do not decide whether a member fits: a sibling with only
+// preferred anti-affinity is simulated, not declined.
+func TestDryRunSimulatesPreferences(t *testing.T) {
+	launcher := memberPod("g", 0)
+	launcher.Spec.Priority = ptr.To[int32](1000)
+	worker := memberPod("g", 1)
+	worker.Spec.Priority = ptr.To[int32](1000)
+	worker.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
+	worker.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.WeightedPodAffinityTerm{{
+		Weight: 100, PodAffinityTerm: v1.PodAffinityTerm{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{schedv1alpha1.PodGroupLabel: "g"}}, TopologyKey: v1.LabelHostname}}}}}
+	extra, calls := withProbe()
+	s := newSimWith(t, extra, []*v1.Node{node("n1", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, []*v1.Pod{launcher, worker})
+	s.fill("n1", 4)
+	if st := s.schedule(launcher); calls.Load() != 1 {
+		t.Errorf("launcher: %v, preemption ran %d times; want once (the worker's anti-affinity is only preferred)", st, calls.Load())
+	}
+}

@@ -46,6 +46,12 @@ func (s *preFilterState) Clone() fwk.StateData {
 // snapshot takes the arithmetic for pod: its own namespace and the totals,
 // for the resources it requests, nominated pods of no lower priority included.
 func (m *manager) snapshot(pod *v1.Pod, req vec, prio int32) *preFilterState {
+	return m.snapshotExcluding(pod, req, prio, nil)
+}
+
+// snapshotExcluding is snapshot for pods that preempt together (a gang's
+// members, whose summed request is req): none of them counts as nominated.
+func (m *manager) snapshotExcluding(pod *v1.Pod, req vec, prio int32, together []*v1.Pod) *preFilterState {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	s := &preFilterState{pod: pod, prio: prio}
@@ -70,7 +76,7 @@ func (m *manager) snapshot(pod *v1.Pod, req vec, prio int32) *preFilterState {
 		s.totalMin[name] = m.totalMin[name]
 	}
 	for uid, e := range m.nominated {
-		if uid == pod.UID || e.prio < prio {
+		if uid == pod.UID || e.prio < prio || slices.ContainsFunc(together, func(p *v1.Pod) bool { return p.UID == uid }) {
 			continue
 		}
 		_, quotaed := m.quotas[e.ns]

@@ -404,3 +404,25 @@ func TestDryRunRuleJudgesTheGangWhole(t *testing.T) {
 		t.Error("a released victim's room is not given back")
 	}
 }
+
+// A gang member already nominated by an earlier preemption is one of the
+// preemptors, not a nominated pod besides them: the rule must not count it
+// twice (third review of #26 item 1).
+func TestDryRunRuleCountsNominatedMembersOnce(t *testing.T) {
+	var pods []*v1.Pod
+	for i := range 6 {
+		pods = append(pods, pod("a", fmt.Sprintf("a%d", i), "1", 100, "n1"))
+	}
+	pl, _, _ := newTestPlugin(t, []*v1.Node{node("n1", "6")}, pods, eq("a", rl("cpu", "2"), rl("cpu", "8")), eq("b", rl("cpu", "4"), rl("cpu", "8")))
+	var gang []*v1.Pod
+	for i := range 4 {
+		gang = append(gang, pod("b", fmt.Sprintf("b%d", i), "1", 1000, ""))
+	}
+	nominated := gang[0].DeepCopy()
+	nominated.Status.NominatedNodeName = "n1"
+	pl.shared.mgr.observe(nominated)
+	// b1 is the member being scheduled now; b0 is nominated.
+	if !pl.rule([]*v1.Pod{gang[1], gang[0], gang[2], gang[3]}).Eligible(pods[0]) {
+		t.Error("the gang of 4 within b's min of 4 may not reclaim once one member is nominated: it was counted twice")
+	}
+}

@@ -390,7 +390,7 @@ func (pl *ElasticQuota) rule(preemptors []*v1.Pod) preemptible.Victims {
 	for _, p := range preemptors {
 		req.add(podRequest(p), 1)
 	}
-	s := m.snapshot(preemptors[0], req, corev1helpers.PodPriority(preemptors[0]))
+	s := m.snapshotExcluding(preemptors[0], req, corev1helpers.PodPriority(preemptors[0]), preemptors)
 	return &dryRunVictims{m: m, r: newVictimRule(m, s)}
 }
 

@@ -60,12 +60,29 @@ type Explain struct {
 	asked  sync.Map
 	nAsked atomic.Int32
 	// lastPending: when each pending pod was last explained (UID →
-	// time.Time); forgotten when it is bound or deleted.
-	lastPending sync.Map
+	// time.Time); forgotten when it is bound or deleted, or asks anew.
+	lastPending   sync.Map
+	pendingStores atomic.Uint64
 }
 
 // repeatPending is how often a pending pod's explanation is renewed at most.
 const repeatPending = time.Minute
+
+// rememberPending records when a pending pod was explained. Every 1,024th
+// record drops the records older than repeatPending: a pod deleted while its
+// cycle ran may be recorded after its deletion was handled.
+func (pl *Explain) rememberPending(uid types.UID, now time.Time) {
+	pl.lastPending.Store(uid, now)
+	if pl.pendingStores.Add(1)%1024 != 0 {
+		return
+	}
+	pl.lastPending.Range(func(k, v any) bool {
+		if now.Sub(v.(time.Time)) >= repeatPending {
+			pl.lastPending.Delete(k)
+		}
+		return true
+	})
+}
 
 var (
 	_ fwk.PreFilterPlugin  = &Explain{}
@@ -146,6 +163,7 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 	if pl.namespaces != nil && !pl.namespaces.Has(n.Namespace) {
 		return
 	}
+	pl.lastPending.Delete(n.UID) // asking anew: explain it at its next cycle
 	if _, loaded := pl.asked.LoadOrStore(n.UID, struct{}{}); !loaded {
 		pl.nAsked.Add(1)
 	}
@@ -296,7 +314,6 @@ func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	if !pl.withinBudget(ctx, pod) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	pl.lastPending.Store(pod.UID, now)
 	start := pl.now()
 	r, err := pl.explainPending(pod, m)
 	if err != nil {
@@ -304,6 +321,7 @@ func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		klog.FromContext(ctx).Error(err, "Explain: explaining a pending pod failed", "pod", klog.KObj(pod))
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	pl.rememberPending(pod.UID, now)
 	explainDuration.WithLabelValues(OutcomePending).Observe(pl.now().Sub(start).Seconds())
 	pl.out.enqueue(ctx, pod, r, summarizePending(r))
 	return nil, fwk.NewStatus(fwk.Unschedulable)
