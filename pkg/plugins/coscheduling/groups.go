@@ -192,12 +192,10 @@ func (m *manager) setSpec(key string, s *spec) bool {
 	}
 	changed := old == nil || old.uid != s.uid || old.minMember != s.minMember || !equalResources(old.minResources, s.minResources) || old.timeout != s.timeout
 	if changed {
-		// The requirements changed: a recorded minResources gap no longer
-		// says what the gang lacks.
-		g.gap, g.freed, g.lastEvent = nil, nil, ""
-	}
-	if changed {
+		// The requirements changed: let the gang try again, and a recorded
+		// minResources gap no longer says what it lacks.
 		g.failed = false
+		g.gap, g.freed, g.lastEvent = nil, nil, ""
 	}
 	return changed
 }
