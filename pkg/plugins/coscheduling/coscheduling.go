@@ -26,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -46,6 +45,7 @@ import (
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
 	"github.com/berth-scheduler/berth/internal/crd"
+	"github.com/berth-scheduler/berth/internal/fitoptions"
 	"github.com/berth-scheduler/berth/internal/gang"
 	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/perclient"
@@ -173,13 +173,8 @@ func newWithClient(c versioned.Interface) func(context.Context, runtime.Object, 
 		if err != nil {
 			return nil, err
 		}
-		fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
-		return &Coscheduling{fh: h, shared: sh, fts: fts, fitOpts: noderesources.ResourceRequestsOptions{
-			EnablePodLevelResources:                            fts.EnablePodLevelResources,
-			EnableDRAExtendedResource:                          fts.EnableDRAExtendedResource,
-			EnableDRANodeAllocatableResources:                  fts.EnableDRANodeAllocatableResources,
-			EnableInPlacePodVerticalScalingSchedulerPreemption: fts.EnableInPlacePodVerticalScalingSchedulerPreemption,
-		}}, nil
+		fts, fitOpts := fitoptions.FromGates()
+		return &Coscheduling{fh: h, shared: sh, fts: fts, fitOpts: fitOpts}, nil
 	}
 }
 
@@ -497,13 +492,12 @@ func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return n
 //     holds the yielded pods, and a preemption plugin after this one would
 //     evict pods the yield already made unnecessary. The member retries on
 //     the freed room.
-//  2. If a dry run says the whole gang would fit with lower-priority pods
-//     evicted (every member it still needs, shaped as this one, placed one
-//     after another on the snapshot with every pod of lower priority that is
-//     not the gang's own removed), the status lets a preemption plugin after
-//     Coscheduling in the profile (DefaultPreemption) make room for this
-//     member. A gang preempts only when it would then complete, so no gang
-//     evicts pods for a gang that would still wait.
+//  2. If a dry run (gangFitsAfterPreemption) says every member the gang
+//     still needs would fit once the profile's preemption made room, the
+//     status lets the preemption plugin after Coscheduling in the profile
+//     (DefaultPreemption or ElasticQuota) make room for this member. A gang
+//     preempts only when it would then complete, so no gang evicts pods for
+//     a gang that would still wait.
 //  3. Otherwise the gang cannot complete now: its own held members are
 //     released (nothing stays assumed for a gang that cannot run) and
 //     preemption is declined (UnschedulableAndUnresolvable stops the

@@ -23,16 +23,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/internal/fitoptions"
 )
 
 const (
@@ -108,17 +107,8 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		return nil, errors.New("Explain needs the scheduler's client and snapshot")
 	}
 	registerMetrics()
-	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
-	pl := &Explain{
-		fh: h, args: *args, now: time.Now,
-		fitOpts: noderesources.ResourceRequestsOptions{
-			EnablePodLevelResources:                            fts.EnablePodLevelResources,
-			EnableDRAExtendedResource:                          fts.EnableDRAExtendedResource,
-			EnableDRANodeAllocatableResources:                  fts.EnableDRANodeAllocatableResources,
-			EnableInPlacePodVerticalScalingSchedulerPreemption: fts.EnableInPlacePodVerticalScalingSchedulerPreemption,
-		},
-		out: newWriter(ctx, h),
-	}
+	_, fitOpts := fitoptions.FromGates()
+	pl := &Explain{fh: h, args: *args, now: time.Now, fitOpts: fitOpts, out: newWriter(ctx, h)}
 	if len(args.Namespaces) > 0 {
 		pl.namespaces = sets.New(args.Namespaces...)
 	}
@@ -188,12 +178,7 @@ func (pl *Explain) askedLater(uid types.UID) bool {
 // request, or after its explanation as pending.
 func (pl *Explain) forgetAsked(uid types.UID) {
 	pl.lastPending.Delete(uid)
-	if pl.nAsked.Load() == 0 {
-		return
-	}
-	if _, ok := pl.asked.LoadAndDelete(uid); ok {
-		pl.nAsked.Add(-1)
-	}
+	pl.askedLater(uid)
 }
 
 // wants: the pod asks (or is sampled), in a namespace explanations are for.
