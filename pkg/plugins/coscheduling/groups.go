@@ -90,6 +90,15 @@ func newGroup() *group {
 		waitingSince: map[types.UID]time.Time{}}
 }
 
+// clearGap forgets a recorded minResources gap and what was freed since.
+func (g *group) clearGap() { g.gap, g.freed, g.lastEvent = nil, nil, "" }
+
+// due: a member waiting at Permit since then reaches its timeout within
+// margin of now (the framework's timer for it may fire at any moment).
+func (g *group) due(since, now time.Time, margin time.Duration) bool {
+	return !now.Before(since.Add(g.spec.timeout - margin))
+}
+
 // unhold forgets what is held for uid (reserved, allowed, waiting).
 func (g *group) unhold(uid types.UID) {
 	g.reserved.Delete(uid)
@@ -195,7 +204,7 @@ func (m *manager) setSpec(key string, s *spec) bool {
 		// The requirements changed: let the gang try again, and a recorded
 		// minResources gap no longer says what it lacks.
 		g.failed = false
-		g.gap, g.freed, g.lastEvent = nil, nil, ""
+		g.clearGap()
 	}
 	return changed
 }
@@ -352,12 +361,12 @@ func (m *manager) goneLocked(g *group, uid types.UID, held sets.Set[types.UID]) 
 	if g.spec == nil {
 		return gone
 	}
-	margin := dueMargin(g.spec.timeout)
+	margin, now := dueMargin(g.spec.timeout), m.now()
 	for w, since := range g.waitingSince {
 		if w == uid || g.allowed.Has(w) {
 			continue
 		}
-		if !held.Has(w) || !m.now().Before(since.Add(g.spec.timeout-margin)) {
+		if !held.Has(w) || g.due(since, now, margin) {
 			gone.Insert(w)
 		}
 	}
@@ -394,7 +403,7 @@ func (m *manager) timesOutWithin(key string, uid types.UID, margin time.Duration
 		return false
 	}
 	since, ok := g.waitingSince[uid]
-	return ok && !m.now().Before(since.Add(g.spec.timeout-margin))
+	return ok && g.due(since, m.now(), margin)
 }
 
 // release marks the reserved members of key's group allowed when the group
@@ -463,7 +472,7 @@ func (m *manager) mayClose(key, id string, freed map[v1.ResourceName]int64) (has
 			return true, false
 		}
 	}
-	g.gap, g.freed, g.lastEvent = nil, nil, ""
+	g.clearGap()
 	return true, true
 }
 
@@ -474,7 +483,7 @@ func (m *manager) markFailed(key, msg string) {
 	if g := m.groups[key]; g != nil {
 		g.failed, g.failedAt, g.failedMsg = true, m.now(), msg
 		// A failure of another kind than minResources: any freed room may help.
-		g.gap, g.freed, g.lastEvent = nil, nil, ""
+		g.clearGap()
 	}
 }
 
