@@ -354,7 +354,7 @@ func (r *victimRule) eligible(p *v1.Pod) (ok bool, req vec) {
 		return q == nil && pp < s.prio, nil
 	case q == nil:
 		return s.withinMin && pp < s.prio, nil
-	case m.pods[p.UID] != nil && m.pods[p.UID].leaving:
+	case !r.lends(p):
 		// Already leaving (another preemption's victim, or being deleted):
 		// its room is already off the namespace's usage, so taking it takes
 		// nothing more from the namespace.
@@ -365,6 +365,17 @@ func (r *victimRule) eligible(p *v1.Pod) (ok bool, req vec) {
 		}
 		return false, nil
 	}
+}
+
+// lends: taking p takes from its namespace's borrowing — p is a pod of
+// another namespace with a quota, not already leaving, and the preemptor has
+// a quota (what victimRule.taken counts).
+func (r *victimRule) lends(p *v1.Pod) bool {
+	if !r.s.hasQuota || p.Namespace == r.s.pod.Namespace || r.m.quotas[p.Namespace] == nil {
+		return false
+	}
+	e := r.m.pods[p.UID]
+	return e == nil || !e.leaving
 }
 
 func (r *victimRule) take(ns string, req vec) { r.takeSigned(ns, req, 1) }
@@ -411,15 +422,11 @@ func (d *dryRunVictims) Take(p *v1.Pod)    { d.count(p, 1) }
 func (d *dryRunVictims) Release(p *v1.Pod) { d.count(p, -1) }
 
 // count adds (sign 1) or removes (-1) p's request to what its namespace gave
-// up, if p takes from a quota's borrowing (see victimRule.eligible).
+// up, if p takes from a quota's borrowing (victimRule.lends).
 func (d *dryRunVictims) count(p *v1.Pod, sign int64) {
 	d.m.mu.RLock()
 	defer d.m.mu.RUnlock()
-	if q := d.m.quotas[p.Namespace]; q == nil || p.Namespace == d.r.s.pod.Namespace || !d.r.s.hasQuota {
-		return
+	if d.r.lends(p) {
+		d.r.takeSigned(p.Namespace, podRequest(p), sign)
 	}
-	if e := d.m.pods[p.UID]; e != nil && e.leaving {
-		return
-	}
-	d.r.takeSigned(p.Namespace, podRequest(p), sign)
 }

@@ -252,13 +252,14 @@ func (m *manager) observe(pod *v1.Pod) {
 	delete(m.nominated, pod.UID)
 	req := podRequest(pod)
 	now := m.now()
+	old := m.pods[pod.UID]
 	preemptedAt := preemptedByScheduler(pod, now)
-	if e := m.pods[pod.UID]; e != nil && e.preemptedAt.After(preemptedAt) {
-		preemptedAt = e.preemptedAt
+	if old != nil && old.preemptedAt.After(preemptedAt) {
+		preemptedAt = old.preemptedAt
 	}
 	deleting := pod.DeletionTimestamp != nil
 	leaving := deleting || (!preemptedAt.IsZero() && now.Sub(preemptedAt) < leavingGrace)
-	if e := m.pods[pod.UID]; e != nil {
+	if e := old; e != nil {
 		e.assumed = false
 		e.preemptedAt, e.deleting = preemptedAt, deleting
 		if e.leaving == leaving && maps.Equal(e.req, req) {
