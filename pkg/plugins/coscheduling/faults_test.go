@@ -188,64 +188,67 @@ func withProbe() (extraPlugins, *atomic.Int32) {
 }
 
 // fill fills a node with n one-CPU pods of priority 0.
-func (s *sim) fill(nodeName string, n int) {
+func (s *sim) fill(nodeName string, n int) { s.fillAt(nodeName, n, 0) }
+
+// fillAt fills a node with n one-CPU pods of namespace batch and priority prio.
+func (s *sim) fillAt(nodeName string, n int, prio int32) {
 	ni, err := s.snapshot.NodeInfos().Get(nodeName)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	for i := range n {
 		name := fmt.Sprintf("batch-%s-%d", nodeName, i)
-		s.assume(st.MakePod().Namespace("batch").Name(name).UID(name).Priority(0).Node(nodeName).
+		s.assume(st.MakePod().Namespace("batch").Name(name).UID(name).Priority(prio).Node(nodeName).
 			Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj(), ni)
 	}
+}
+
+// urgentGang makes n members of group g, each requesting cpu, of priority 1000.
+func urgentGang(n int, cpu string) []*v1.Pod {
+	var pods []*v1.Pod
+	for i := range n {
+		p := memberPod("g", i)
+		p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse(cpu)
+		p.Spec.Priority = ptr.To[int32](1000)
+		pods = append(pods, p)
+	}
+	return pods
 }
 
 // Item 1 of issue #26: a gang that needs preemption for more than one member
 // lets the preemption plugin after Coscheduling run for each member when a
 // dry run says the whole gang would then fit, and declines when it would not.
 func TestGangNeedingPreemptionForSeveralMembers(t *testing.T) {
-	gang := func(n int, cpu string) []*v1.Pod {
-		var pods []*v1.Pod
-		for i := range n {
-			p := memberPod("g", i)
-			p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse(cpu)
-			p.Spec.Priority = ptr.To[int32](1000)
-			pods = append(pods, p)
-		}
-		return pods
-	}
-	t.Run("the whole gang fits once lower-priority pods go: preemption runs", func(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		members  int
+		cpu      string
+		wantRuns int32
+		wantCode fwk.Code
+		wantMsg  string
+	}{
 		// The issue's evidence: two full 4-CPU nodes of priority-0 pods, a
 		// gang of two 2-CPU members of priority 1000.
-		pods := gang(2, "2")
-		extra, calls := withProbe()
-		s := newSimWith(t, extra, []*v1.Node{node("n1", "4"), node("n2", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, pods)
-		s.fill("n1", 4)
-		s.fill("n2", 4)
-		st := s.schedule(pods[0])
-		if calls.Load() != 1 {
-			t.Fatalf("first member: %v; the preemption plugin after Coscheduling ran %d times, want once", st, calls.Load())
-		}
-		if !strings.Contains(st.Message(), "preemption may make room") {
-			t.Errorf("first member's status %q: want it to say preemption may make room", st.Message())
-		}
-	})
-	t.Run("the gang would not fit even then: preemption is declined", func(t *testing.T) {
-		// Three 3-CPU members: with every batch pod gone the nodes take
-		// one each, two in all.
-		pods := gang(3, "3")
-		extra, calls := withProbe()
-		s := newSimWith(t, extra, []*v1.Node{node("n1", "4"), node("n2", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
-		s.fill("n1", 4)
-		s.fill("n2", 4)
-		st := s.schedule(pods[0])
-		if calls.Load() != 0 || st.Code() != fwk.UnschedulableAndUnresolvable {
-			t.Fatalf("first member: %v, preemption plugin ran %d times; want it declined", st, calls.Load())
-		}
-		if !strings.Contains(st.Message(), "a dry run fits 2 of the 3 more needed") {
-			t.Errorf("status %q: want the dry run's count", st.Message())
-		}
-	})
+		{"the whole gang fits once lower-priority pods go: preemption runs", 2, "2", 1, fwk.Unschedulable, "preemption may make room"},
+		// Three 3-CPU members: with every batch pod gone the nodes take one
+		// each, two in all.
+		{"the gang would not fit even then: preemption is declined", 3, "3", 0, fwk.UnschedulableAndUnresolvable, "a dry run fits 2 of the 3 more needed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := urgentGang(tc.members, tc.cpu)
+			extra, calls := withProbe()
+			s := newSimWith(t, extra, []*v1.Node{node("n1", "4"), node("n2", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", int32(tc.members), 0)}, pods)
+			s.fill("n1", 4)
+			s.fill("n2", 4)
+			st := s.schedule(pods[0])
+			if calls.Load() != tc.wantRuns || st.Code() != tc.wantCode {
+				t.Fatalf("first member: %v; the preemption plugin after Coscheduling ran %d times, want %d", st, calls.Load(), tc.wantRuns)
+			}
+			if !strings.Contains(st.Message(), tc.wantMsg) {
+				t.Errorf("first member's status %q: want %q", st.Message(), tc.wantMsg)
+			}
+		})
+	}
 }
 
 // Item 2 of issue #26: after a lower-ranked gang yields its held members,
@@ -419,24 +422,12 @@ func TestDryRunAsksTheProfilesPreemption(t *testing.T) {
 			func([]*v1.Pod) preemptible.Victims { return &fakeVictims{ns: "batch", limit: 100} }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var pods []*v1.Pod
-			for i := range 2 {
-				p := memberPod("g", i)
-				p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
-				p.Spec.Priority = ptr.To[int32](1000)
-				pods = append(pods, p)
-			}
+			pods := urgentGang(2, "2")
 			extra, calls := withProbe()
 			s := newSimWith(t, extra, []*v1.Node{node("n1", "4"), node("n2", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, pods)
 			preemptible.Provide(s.pl.fh, tc.rule)
-			for _, n := range []string{"n1", "n2"} {
-				ni, _ := s.snapshot.NodeInfos().Get(n)
-				for i := range 4 {
-					name := fmt.Sprintf("batch-%s-%d", n, i)
-					s.assume(st.MakePod().Namespace("batch").Name(name).UID(name).Priority(tc.batchPrio).Node(n).
-						Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj(), ni)
-				}
-			}
+			s.fillAt("n1", 4, tc.batchPrio)
+			s.fillAt("n2", 4, tc.batchPrio)
 			st := s.schedule(pods[0])
 			if ran := calls.Load() == 1; ran != tc.wantRun {
 				t.Errorf("first member: %v; preemption ran: %v, want %v", st, ran, tc.wantRun)
@@ -558,12 +549,7 @@ func TestDryRunDeclinesWhatItCannotSimulate(t *testing.T) {
 // A gang refused for its minResources is not let preempt unless the pods the
 // preemption may take could free what it lacks (third review of #26 item 1).
 func TestDryRunDeclinesWhenEvictionsCannotCoverMinResources(t *testing.T) {
-	var pods []*v1.Pod
-	for i := range 2 {
-		p := memberPod("g", i)
-		p.Spec.Priority = ptr.To[int32](1000)
-		pods = append(pods, p)
-	}
+	pods := urgentGang(2, "1")
 	pg := podGroup("g", 2, 0)
 	pg.Spec.MinResources = v1.ResourceList{v1.ResourceCPU: resource.MustParse("20")}
 	extra, calls := withProbe()
