@@ -49,6 +49,17 @@ METRICS_SERVER_MOD := hack/tools/metrics-server
 METRICS_SERVER_VERSION := $(shell cd $(METRICS_SERVER_MOD) && $(GO) list -m -f '{{.Version}}' sigs.k8s.io/metrics-server)
 METRICS_SERVER := $(BIN)/metrics-server-$(METRICS_SERVER_VERSION)
 
+# kube-controller-manager, for the sandbox's real controllers (Deployments,
+# ReplicaSets, Jobs, the garbage collector, node lifecycle): a tool line in
+# go.mod, so it is built at the Kubernetes version Berth is built from.
+# KWOK, for simulated kubelets: its own module (it pins its own Kubernetes
+# libraries); its CRDs (Stage and the resource-usage kinds) come from that
+# module at the same version.
+KWOK_MOD := hack/tools/kwok
+KWOK_VERSION := $(shell cd $(KWOK_MOD) && $(GO) list -m -f '{{.Version}}' sigs.k8s.io/kwok)
+KWOK := $(BIN)/kwok-$(KWOK_VERSION)
+KWOK_CRDS := $(BIN)/crds/kwok-$(KWOK_VERSION)
+
 # Helm, for make chart, make generate (the chart renders
 # manifests/second-scheduler) and the chart's tests: its own module too.
 HELM_MOD := hack/tools/helm
@@ -88,12 +99,18 @@ build: ## Build bin/scheduler (static, stripped, versioned: the image's build co
 	$(BUILD_CMD) -o $(BIN)/kubectl-berth ./cmd/kubectl-berth
 
 .PHONY: envtest-bin
-envtest-bin: $(ENVTEST_DIR)/kube-apiserver $(ENVTEST_DIR)/etcd $(METRICS_SERVER) ## Build kube-apiserver and etcd (versions pinned in go.mod) and metrics-server (hack/tools/metrics-server) from the Go module proxy.
+envtest-bin: $(ENVTEST_DIR)/kube-apiserver $(ENVTEST_DIR)/etcd $(ENVTEST_DIR)/kube-controller-manager $(METRICS_SERVER) $(KWOK) $(KWOK_CRDS) ## Build kube-apiserver, kube-controller-manager and etcd (versions pinned in go.mod), metrics-server and KWOK (hack/tools/*) from the Go module proxy.
 
 $(ENVTEST_DIR)/kube-apiserver:
 	@mkdir -p $(ENVTEST_DIR)
 	@echo ">> building kube-apiserver $(K8S_VERSION) into $(ENVTEST_DIR) (cold: ~3 min, ~3 GiB)"
 	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver
+	@mv $@.tmp $@
+
+$(ENVTEST_DIR)/kube-controller-manager:
+	@mkdir -p $(ENVTEST_DIR)
+	@echo ">> building kube-controller-manager $(K8S_VERSION) into $(ENVTEST_DIR) (cold, after kube-apiserver: ~1 min)"
+	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kube-controller-manager
 	@mv $@.tmp $@
 
 $(ENVTEST_DIR)/etcd:
@@ -106,6 +123,16 @@ $(METRICS_SERVER):
 	@echo ">> building metrics-server $(METRICS_SERVER_VERSION) into $(BIN) (cold: ~2 min)"
 	cd $(METRICS_SERVER_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w -X 'k8s.io/client-go/pkg/version.gitVersion=$(METRICS_SERVER_VERSION)'" -o $@.tmp sigs.k8s.io/metrics-server/cmd/metrics-server
 	@mv $@.tmp $@
+
+$(KWOK):
+	@echo ">> building kwok $(KWOK_VERSION) into $(BIN) (cold: ~1.5 min)"
+	cd $(KWOK_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w" -o $@.tmp sigs.k8s.io/kwok/cmd/kwok
+	@mv $@.tmp $@
+
+$(KWOK_CRDS):
+	@echo ">> KWOK $(KWOK_VERSION) CRDs from its Go module"
+	dir=$$(cd $(KWOK_MOD) && $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/kwok); \
+		mkdir -p $@.tmp && cp $$dir/kustomize/crd/bases/kwok.x-k8s.io_*.yaml $@.tmp/ && chmod u+w $@.tmp/* && mv $@.tmp $@
 
 $(HELM):
 	@echo ">> building helm $(HELM_VERSION) into $(BIN)"

@@ -26,6 +26,11 @@ func StartSchedulerProcess(bin, configFile, logPath string, extraArgs ...string)
 	return startProcess(exec.Command(bin, args...), logPath)
 }
 
+// StartProcess runs bin with exactly args, logging to logPath.
+func StartProcess(bin string, args []string, logPath string) (*Process, error) {
+	return startProcess(exec.Command(bin, args...), logPath)
+}
+
 // StartProcessAs runs bin with exactly args as uid:gid (the caller must be
 // root), logging to logPath: a static Pod's command as the kubelet would run it.
 func StartProcessAs(bin string, args []string, uid, gid uint32, logPath string) (*Process, error) {

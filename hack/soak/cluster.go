@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
+)
+
+// cluster is the soak's substrate: the control plane, the real
+// kube-controller-manager, KWOK's kubelets, metrics-server when it can run,
+// and the Berth replicas, which reach the API server through proxy (the
+// API outage fault cuts it).
+type cluster struct {
+	cp       *sandbox.ControlPlane
+	cm       *sandbox.ControllerManager
+	kwok     *sandbox.KWOK
+	ms       *sandbox.MetricsServer
+	proxy    *sandbox.Proxy
+	replicas []*replica
+	c        kubernetes.Interface
+	sp       versioned.Interface
+	scrape   *http.Client
+}
+
+// replica is one Berth scheduler process, restarted when it exits, as a
+// kubelet restarts a static pod's container.
+type replica struct {
+	name, bin, config, dir string
+	port                   int
+	args                   []string
+
+	mu       sync.Mutex
+	proc     *sandbox.Process
+	starts   int
+	exits    []exitRecord
+	samples  []sample
+	stopping bool
+	// killed: the next exit is the leader-kill fault's SIGKILL.
+	killed bool
+}
+
+// exitRecord is why a replica's process ended.
+type exitRecord struct {
+	At     time.Duration `json:"at"`
+	Cause  string        `json:"cause"` // killed, lost-lease, panic, other
+	Log    string        `json:"log"`
+	Detail string        `json:"detail,omitempty"`
+}
+
+// sample is one scrape of a replica's /metrics.
+type sample struct {
+	At         float64 `json:"atSeconds"`
+	RSS        float64 `json:"rssBytes"`
+	Goroutines float64 `json:"goroutines"`
+	Leader     bool    `json:"leader"`
+	Start      int     `json:"start"`
+}
+
+func (r *replica) logPath(start int) string {
+	return filepath.Join(r.dir, fmt.Sprintf("%s-%d.log", r.name, start))
+}
+
+func (r *replica) start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.starts++
+	args := append([]string{"--config=" + r.config}, r.args...)
+	p, err := sandbox.StartProcess(r.bin, args, r.logPath(r.starts))
+	if err != nil {
+		return err
+	}
+	r.proc = p
+	return nil
+}
+
+// current is the running process and its start number.
+func (r *replica) current() (*sandbox.Process, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc, r.starts
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// exitCause reads the end of a replica's log: upstream exits with
+// "leaderelection lost" when it cannot renew its lease (an outage); a Go
+// panic prints "panic:" and goroutine stacks.
+func exitCause(path string) (string, string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "other", err.Error()
+	}
+	defer func() { _ = f.Close() }()
+	var tail []string
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	panicLine := ""
+	for s.Scan() {
+		line := s.Text()
+		if panicLine == "" && (strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:") || strings.Contains(line, "Observed a panic")) {
+			panicLine = line
+		}
+		tail = append(tail, line)
+		if len(tail) > 30 {
+			tail = tail[1:]
+		}
+	}
+	switch {
+	case panicLine != "":
+		return "panic", panicLine
+	case strings.Contains(strings.Join(tail, "\n"), "leaderelection lost"):
+		return "lost-lease", ""
+	default:
+		return "other", strings.Join(tail[max(0, len(tail)-5):], "\n")
+	}
+}
+
+// scrapeMetrics reads RSS, goroutines and leadership from a replica's
+// /metrics (served with delegated authentication: the admin's client
+// certificate).
+func (cl *cluster) scrapeMetrics(ctx context.Context, r *replica) (sample, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", r.port), nil)
+	if err != nil {
+		return sample{}, err
+	}
+	resp, err := cl.scrape.Do(req)
+	if err != nil {
+		return sample{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return sample{}, fmt.Errorf("%s: %s", req.URL, resp.Status)
+	}
+	var out sample
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		switch {
+		case strings.HasPrefix(line, "process_resident_memory_bytes "):
+			out.RSS = lastFloat(line)
+		case strings.HasPrefix(line, "go_goroutines "):
+			out.Goroutines = lastFloat(line)
+		case strings.HasPrefix(line, "leader_election_master_status{"):
+			out.Leader = lastFloat(line) == 1
+		}
+	}
+	return out, s.Err()
+}
+
+func lastFloat(line string) float64 {
+	f := strings.Fields(line)
+	v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+	return v
+}
+
+// scrapeClient authenticates as the sandbox's admin with its client
+// certificate; the replicas serve self-signed certificates.
+func scrapeClient(cp *sandbox.ControlPlane) (*http.Client, error) {
+	cert, err := tls.X509KeyPair(cp.Config.CertData, cp.Config.KeyData)
+	if err != nil {
+		return nil, fmt.Errorf("the admin's client certificate: %w", err)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		Certificates:       []tls.Certificate{cert},
+		InsecureSkipVerify: true, //nolint:gosec // the replicas' self-signed serving certificates
+	}}}, nil
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
+)
+
+// faults injects faults on a seeded schedule: which fault, on which node,
+// for how long, all from rng; a fault that ends later (an outage, a
+// refusing node) is undone by a timer.
+type faults struct {
+	rng   *rand.Rand
+	cl    *cluster
+	w     *watcher
+	nodes []string // node names it may act on, in creation order
+	seq   int
+	count map[string]int
+	// done: the undo timers still running.
+	pending []func()
+}
+
+func newFaults(seed int64, cl *cluster, w *watcher, nodes []string) *faults {
+	return &faults{rng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), cl: cl, w: w, nodes: nodes, count: map[string]int{}}
+}
+
+func (f *faults) node() string { return f.nodes[f.rng.IntN(len(f.nodes))] }
+
+// inject performs one random fault.
+func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
+	kinds := []string{"leader-kill", "api-outage", "node-add", "node-cordon", "node-delete", "node-refuse", "node-not-ready", "metrics-server-restart"}
+	weights := []int{2, 1, 2, 2, 1, 3, 2, 1}
+	total := 0
+	for _, w := range weights {
+		total += w
+	}
+	r := f.rng.IntN(total)
+	kind := ""
+	for i, w := range weights {
+		if r < w {
+			kind = kinds[i]
+			break
+		}
+		r -= w
+	}
+	f.count[kind]++
+	// Every fault draws the same numbers whatever the cluster's state, so
+	// the sequence stays the seed's.
+	node := f.node()
+	hold := time.Duration(10+f.rng.IntN(21)) * time.Second
+	reason := []string{sandbox.ReasonUnexpectedAdmissionError, sandbox.ReasonOutOfCPU}[f.rng.IntN(2)]
+	c := f.cl.c
+	switch kind {
+	case "leader-kill":
+		r := f.cl.leader(ctx)
+		if r == nil {
+			logf("fault leader-kill: no leader now")
+			return nil
+		}
+		logf("fault leader-kill: SIGKILL %s", r.name)
+		r.kill()
+		f.w.faultEnded()
+	case "api-outage":
+		logf("fault api-outage: the replicas' path to the API server cut for %s", hold)
+		f.cl.proxy.Cut()
+		f.later(hold, func() {
+			f.cl.proxy.Restore()
+			f.w.faultEnded()
+			logf("fault api-outage: restored")
+		})
+	case "node-add":
+		f.seq++
+		n := 5 + f.rng.IntN(16)
+		logf("fault node-add: %d nodes", n)
+		for i := range n {
+			name := fmt.Sprintf("soak-added-%d-%d", f.seq, i)
+			if _, err := f.cl.kwok.CreateNode(ctx, nodeSpec(name, i)); err != nil {
+				return err
+			}
+			f.nodes = append(f.nodes, name)
+		}
+	case "node-cordon":
+		logf("fault node-cordon: %s for %s", node, hold)
+		if err := cordon(ctx, f.cl, node, true); err != nil {
+			return ignoreNotFound(err)
+		}
+		f.later(hold, func() { _ = cordon(context.Background(), f.cl, node, false) })
+	case "node-delete":
+		logf("fault node-delete: %s", node)
+		return ignoreNotFound(c.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}))
+	case "node-refuse":
+		logf("fault node-refuse: %s refuses pods (%s) for %s", node, reason, 3*hold)
+		if err := f.cl.kwok.Refuse(ctx, node, reason, refusalMessage(reason)); err != nil {
+			return err
+		}
+		f.later(3*hold, func() { _ = f.cl.kwok.StopRefusing(context.Background(), node) })
+	case "node-not-ready":
+		logf("fault node-not-ready: %s for %s", node, 3*hold)
+		if err := f.cl.kwok.SetNotReady(ctx, node, true); err != nil {
+			return ignoreNotFound(err)
+		}
+		f.later(3*hold, func() { _ = f.cl.kwok.SetNotReady(context.Background(), node, false) })
+	case "metrics-server-restart":
+		if f.cl.ms == nil {
+			logf("fault metrics-server-restart: no metrics-server in this soak")
+			return nil
+		}
+		logf("fault metrics-server-restart: down for %s", hold)
+		f.cl.ms.Stop()
+		f.later(hold, func() {
+			if err := f.cl.ms.Start(context.Background()); err != nil {
+				logf("metrics-server did not come back: %v", err)
+			}
+		})
+	}
+	return nil
+}
+
+// refusalMessage is the admit handler's message, as the kubelet words it.
+func refusalMessage(reason string) string {
+	if reason == sandbox.ReasonOutOfCPU {
+		return "Node didn't have enough resource: cpu, requested: 1000, used: 3500, capacity: 4000"
+	}
+	return "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices nvidia.com/gpu, which is unexpected"
+}
+
+func (f *faults) later(d time.Duration, undo func()) {
+	t := time.AfterFunc(d, undo)
+	f.pending = append(f.pending, func() {
+		if t.Stop() {
+			undo()
+		}
+	})
+}
+
+// undoAll ends every fault still running (at the end of the soak).
+func (f *faults) undoAll() {
+	for _, u := range f.pending {
+		u()
+	}
+	f.pending = nil
+}
+
+func cordon(ctx context.Context, cl *cluster, node string, on bool) error {
+	_, err := cl.c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, fmt.Appendf(nil, `{"spec":{"unschedulable":%t}}`, on), metav1.PatchOptions{})
+	return err
+}

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
+)
+
+// started is when the soak started; every line printed carries the time since.
+var started = time.Now()
+
+func logf(format string, args ...any) {
+	fmt.Printf("[%6.1fs] "+format+"\n", append([]any{time.Since(started).Seconds()}, args...)...)
+}
+
+// nodeSpec is the i-th node's shape: mostly 4 CPU / 16 GiB, every tenth
+// 8 CPU, every twentieth a GPU node (CELPolicy keeps other pods off it),
+// every fifth spot (the batch rule prefers it).
+func nodeSpec(name string, i int) sandbox.NodeSpec {
+	s := sandbox.NodeSpec{Name: name, CPU: "4", Memory: "16Gi", Labels: map[string]string{}}
+	if i%10 == 3 {
+		s.CPU, s.Memory = "8", "32Gi"
+	}
+	if i%20 == 7 {
+		s.Labels[gpuLabel] = "true"
+		s.Extended = map[string]string{string(gpuResource): "4"}
+	}
+	if i%5 == 1 {
+		s.Labels["lifecycle"] = "spot"
+	}
+	return s
+}
+
+func run(ctx context.Context, o options) (rep *report, err error) {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return nil, err
+	}
+	if o.assets != "" {
+		os.Setenv("KUBEBUILDER_ASSETS", o.assets)
+	}
+	root, err := sandbox.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	logf("seed %d, %s, %d nodes; control plane from %s", o.seed, o.duration, o.nodes, os.Getenv("KUBEBUILDER_ASSETS"))
+	cp, err := sandbox.StartControlPlane("max-requests-inflight=800", "max-mutating-requests-inflight=400")
+	if err != nil {
+		return nil, err
+	}
+	cl := &cluster{cp: cp, c: cp.Client}
+	logsDir := filepath.Join(o.out, "logs")
+	defer func() {
+		cl.stop()
+		copyLogs(cp.Dir, logsDir)
+		if stopErr := cp.Stop(); err == nil && stopErr != nil {
+			err = stopErr
+		}
+	}()
+	if cl.sp, err = versioned.NewForConfig(cp.Config); err != nil {
+		return nil, err
+	}
+	if cl.scrape, err = scrapeClient(cp); err != nil {
+		return nil, err
+	}
+	logf("kube-controller-manager")
+	if cl.cm, err = sandbox.StartControllerManager(ctx, cp, filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), sandbox.ControllerManagerOptions{
+		NodeMonitorGracePeriod: 90 * time.Second,
+	}); err != nil {
+		return nil, err
+	}
+	logf("KWOK")
+	if cl.kwok, err = sandbox.StartKWOK(ctx, cp, o.kwok, o.kwokCRDs); err != nil {
+		return nil, err
+	}
+	var names []string
+	var clusterCPU int64
+	for i := range o.nodes {
+		s := nodeSpec(fmt.Sprintf("soak-%d", i), i)
+		if _, err := cl.kwok.CreateNode(ctx, s); err != nil {
+			return nil, err
+		}
+		names = append(names, s.Name)
+		if _, gpu := s.Labels[gpuLabel]; !gpu {
+			clusterCPU += int64(1000 * atoi(s.CPU))
+		}
+	}
+	if err := cl.kwok.WaitReady(ctx, 5*time.Minute, names...); err != nil {
+		return nil, err
+	}
+	logf("%d nodes Ready", len(names))
+	if o.metricsServer != "" && sandbox.CanCreateNetns() == nil {
+		logf("metrics-server")
+		if cl.ms, err = sandbox.StartMetricsServer(ctx, cp, o.metricsServer); err != nil {
+			return nil, err
+		}
+	}
+	gen := newGenerator(o.seed, cl.c, cl.sp, clusterCPU)
+	if err := gen.setup(ctx); err != nil {
+		return nil, err
+	}
+	w, err := newWatcher(ctx, cl.c, cl.sp)
+	if err != nil {
+		return nil, err
+	}
+	if cl.proxy, err = sandbox.StartProxy(cp, "berth-replicas"); err != nil {
+		return nil, err
+	}
+	cfg, err := sandbox.PrepareConfig(cp.Dir, "soak-scheduler.yaml", cl.proxy.Kubeconfig, true, filepath.Join(root, "manifests", "examples", "all-plugins.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for i := range 2 {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		r := &replica{name: fmt.Sprintf("berth-%d", i), bin: o.scheduler, config: cfg, dir: cp.Dir, port: port, args: []string{
+			fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir=" + filepath.Join(cp.Dir, fmt.Sprintf("berth-%d-certs", i)),
+			// Delegated authentication and authorization straight to
+			// the API server, so /metrics answers during an outage.
+			"--authentication-kubeconfig=" + cp.Kubeconfig, "--authorization-kubeconfig=" + cp.Kubeconfig,
+		}}
+		if err := r.start(); err != nil {
+			return nil, err
+		}
+		cl.replicas = append(cl.replicas, r)
+	}
+	logf("two Berth replicas (leader election on), profile berth-all from manifests/examples/all-plugins.yaml")
+
+	soakCtx, cancel := context.WithTimeout(ctx, o.duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	loop := func(every time.Duration, f func()) {
+		wg.Go(func() {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-soakCtx.Done():
+					return
+				case <-t.C:
+					f()
+				}
+			}
+		})
+	}
+	loop(500*time.Millisecond, func() { cl.supervise(soakCtx) })
+	loop(5*time.Second, func() { cl.sampleAll(soakCtx) })
+	loop(3*time.Second, func() { w.check(cl.leader(soakCtx) != nil) })
+	// The generator and the faults run in this goroutine, in order.
+	fl := newFaults(o.seed, cl, w, names)
+	faultRNG := rand.New(rand.NewPCG(uint64(o.seed), 0x71e))
+	nextFault := time.Now().Add(jitter(faultRNG, o.faultEvery))
+	tick := time.NewTicker(time.Duration(float64(time.Second) / o.opsPerSecond))
+	var opErrors int
+	for done := false; !done; {
+		select {
+		case <-soakCtx.Done():
+			done = true
+		case <-tick.C:
+			if kind, err := gen.step(soakCtx); err != nil && soakCtx.Err() == nil {
+				opErrors++
+				logf("operation %s: %v", kind, err)
+			}
+			if time.Now().After(nextFault) {
+				if err := fl.inject(soakCtx, logf); err != nil && soakCtx.Err() == nil {
+					logf("fault: %v", err)
+				}
+				nextFault = time.Now().Add(jitter(faultRNG, o.faultEvery))
+			}
+		}
+	}
+	tick.Stop()
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, errors.New("interrupted")
+	}
+	fl.undoAll()
+	w.faultEnded()
+	// One last look, after the faults are undone.
+	w.check(cl.leader(ctx) != nil)
+	for _, r := range cl.replicas {
+		for _, e := range r.exitsSnapshot() {
+			if e.Cause == "panic" {
+				w.mu.Lock()
+				w.violate("panic/"+r.name+"/"+e.Log, "7-nothing-lost", fmt.Sprintf("replica %s panicked: %s", r.name, e.Detail), "log "+e.Log)
+				w.mu.Unlock()
+			}
+		}
+	}
+	rep = buildReport(o, gen, fl, w, cl, opErrors)
+	if err := rep.write(o.out); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// jitter is d ± 50 %.
+func jitter(rng *rand.Rand, d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.5 + rng.Float64()))
+}
+
+// supervise restarts replicas that exited (as a kubelet restarts a static
+// pod's container), recording why each exited.
+func (cl *cluster) supervise(ctx context.Context) {
+	for _, r := range cl.replicas {
+		p, start := r.current()
+		if p == nil || !p.Exited() || ctx.Err() != nil {
+			continue
+		}
+		r.mu.Lock()
+		stopping := r.stopping
+		r.mu.Unlock()
+		if stopping {
+			continue
+		}
+		cause, detail := exitCause(r.logPath(start))
+		r.mu.Lock()
+		if r.killed {
+			cause = "killed"
+			r.killed = false
+		}
+		r.exits = append(r.exits, exitRecord{At: time.Since(started), Cause: cause, Log: filepath.Base(r.logPath(start)), Detail: detail})
+		r.mu.Unlock()
+		logf("replica %s exited (%s); restarting", r.name, cause)
+		if err := r.start(); err != nil {
+			logf("restarting %s: %v", r.name, err)
+		}
+	}
+}
+
+func (r *replica) kill() {
+	r.mu.Lock()
+	p := r.proc
+	r.killed = true
+	r.mu.Unlock()
+	p.Kill()
+}
+
+func (r *replica) exitsSnapshot() []exitRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]exitRecord(nil), r.exits...)
+}
+
+func (cl *cluster) sampleAll(ctx context.Context) {
+	for _, r := range cl.replicas {
+		p, start := r.current()
+		if p == nil || p.Exited() {
+			continue
+		}
+		s, err := cl.scrapeMetrics(ctx, r)
+		if err != nil {
+			continue
+		}
+		s.At, s.Start = time.Since(started).Seconds(), start
+		r.mu.Lock()
+		r.samples = append(r.samples, s)
+		r.mu.Unlock()
+	}
+}
+
+// leader is the replica whose last scrape said it leads and that still runs.
+func (cl *cluster) leader(ctx context.Context) *replica {
+	for _, r := range cl.replicas {
+		p, _ := r.current()
+		if p == nil || p.Exited() {
+			continue
+		}
+		s, err := cl.scrapeMetrics(ctx, r)
+		if err == nil && s.Leader {
+			return r
+		}
+	}
+	return nil
+}
+
+func (cl *cluster) stop() {
+	for _, r := range cl.replicas {
+		r.mu.Lock()
+		r.stopping = true
+		p := r.proc
+		r.mu.Unlock()
+		if p != nil {
+			p.Stop()
+		}
+	}
+	if cl.proxy != nil {
+		cl.proxy.Close()
+	}
+	if cl.ms != nil {
+		cl.ms.Close()
+	}
+	if cl.kwok != nil {
+		cl.kwok.Stop()
+	}
+	if cl.cm != nil {
+		cl.cm.Stop()
+	}
+}
+
+// copyLogs keeps the processes' logs (the control plane's directory is
+// removed when it stops).
+func copyLogs(from, to string) {
+	_ = os.MkdirAll(to, 0o755)
+	matches, _ := filepath.Glob(filepath.Join(from, "*.log"))
+	for _, m := range matches {
+		if raw, err := os.ReadFile(m); err == nil {
+			_ = os.WriteFile(filepath.Join(to, filepath.Base(m)), raw, 0o644)
+		}
+	}
+}

@@ -1,0 +1,646 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+	spinformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
+	"github.com/berth-scheduler/berth/pkg/plugins/explain"
+)
+
+// Bounds of the invariants: how long a state may last before it is a
+// violation. Generous on purpose (two cores run the whole cluster): a
+// violation is a decision that stays wrong, not a slow one.
+const (
+	gangPartialBound   = 20 * time.Second
+	quotaMinBound      = 90 * time.Second
+	livenessBound      = 60 * time.Second
+	explainBound       = 30 * time.Second
+	orphanBound        = 120 * time.Second
+	unconditionedBound = 120 * time.Second
+	// refusalTTL is AdmissionFeedback's (manifests/examples/all-plugins.yaml
+	// keeps the default).
+	refusalTTL = 5 * time.Minute
+	// settle: after a spec change (quota, PodGroup) or a fault that
+	// changes what fits, the checks that depend on it wait this long.
+	settle = 30 * time.Second
+)
+
+// violation is one broken invariant, with the objects involved.
+type violation struct {
+	At        float64  `json:"atSeconds"`
+	Invariant string   `json:"invariant"`
+	Message   string   `json:"message"`
+	Objects   []string `json:"objects"`
+}
+
+// watcher checks the invariants from the API alone (informers on a direct
+// connection, never the scheduler's memory).
+type watcher struct {
+	start  time.Time
+	client kubernetes.Interface
+	pods   cache.Indexer
+	nodes  cache.Indexer
+	groups cache.Indexer
+	quotas cache.Indexer
+
+	mu sync.Mutex
+	// violations, and the keys already reported (one report per episode).
+	violations []violation
+	reported   map[string]bool
+	// created and bound times per pod UID, for latency and liveness.
+	firstSeen map[types.UID]time.Time
+	boundAt   map[types.UID]time.Time
+	latencies []time.Duration
+	// refusals per controller UID and node: when each was seen.
+	refusals     map[string][]time.Time
+	refusedNodes map[string]time.Time
+	refusalCount int
+	// groupLoss: when a PodGroup last lost a bound member (completion,
+	// crash, preemption, node loss); partialSince: since when it has been
+	// partly bound.
+	groupLoss    map[string]time.Time
+	partialSince map[string]time.Time
+	specChanged  map[string]time.Time
+	// since: the first time a pod was seen in a state that a bound applies to.
+	since map[string]time.Time
+	// created, bound, deleted counts.
+	podsCreated, podsBound, podsDeleted int
+	// quiet is when the last fault that changes what fits ended (outage,
+	// leader change); liveness checks wait for settle after it.
+	quiet time.Time
+}
+
+func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interface) (*watcher, error) {
+	w := &watcher{
+		start: time.Now(), client: c, reported: map[string]bool{},
+		firstSeen: map[types.UID]time.Time{}, boundAt: map[types.UID]time.Time{},
+		refusals: map[string][]time.Time{}, refusedNodes: map[string]time.Time{},
+		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{},
+		specChanged: map[string]time.Time{}, since: map[string]time.Time{},
+	}
+	f := informers.NewSharedInformerFactory(c, 0)
+	podInf := f.Core().V1().Pods().Informer()
+	nodeInf := f.Core().V1().Nodes().Informer()
+	sf := spinformers.NewSharedInformerFactory(sp, 0)
+	groupInf := sf.Scheduling().V1alpha1().PodGroups().Informer()
+	quotaInf := sf.Scheduling().V1alpha1().ElasticQuotas().Informer()
+	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { w.podChanged(nil, o.(*v1.Pod)) },
+		UpdateFunc: func(old, o any) { w.podChanged(old.(*v1.Pod), o.(*v1.Pod)) },
+		DeleteFunc: w.podDeleted,
+	}); err != nil {
+		return nil, err
+	}
+	specHandler := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) { w.noteSpec(o) },
+		UpdateFunc: func(old, o any) {
+			if old.(metav1.Object).GetGeneration() != o.(metav1.Object).GetGeneration() {
+				w.noteSpec(o)
+			}
+		},
+		DeleteFunc: func(o any) { w.noteSpec(o) },
+	}
+	if _, err := groupInf.AddEventHandler(specHandler); err != nil {
+		return nil, err
+	}
+	if _, err := quotaInf.AddEventHandler(specHandler); err != nil {
+		return nil, err
+	}
+	w.pods, w.nodes, w.groups, w.quotas = podInf.GetIndexer(), nodeInf.GetIndexer(), groupInf.GetIndexer(), quotaInf.GetIndexer()
+	f.Start(ctx.Done())
+	sf.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced, groupInf.HasSynced, quotaInf.HasSynced) {
+		return nil, fmt.Errorf("the watcher's informers did not sync")
+	}
+	return w, nil
+}
+
+func (w *watcher) elapsed() float64 { return time.Since(w.start).Seconds() }
+
+// violate records a violation once per key (an episode).
+func (w *watcher) violate(key, invariant, msg string, objects ...string) {
+	if w.reported[key] {
+		return
+	}
+	w.reported[key] = true
+	v := violation{At: w.elapsed(), Invariant: invariant, Message: msg, Objects: objects}
+	w.violations = append(w.violations, v)
+	fmt.Printf("VIOLATION [%s] at %.0fs: %s (%s)\n", invariant, v.At, msg, strings.Join(objects, ", "))
+}
+
+func (w *watcher) noteSpec(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	m, ok := o.(metav1.Object)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	w.specChanged[m.GetNamespace()+"/"+m.GetName()] = time.Now()
+	w.specChanged[m.GetNamespace()] = time.Now()
+	w.mu.Unlock()
+}
+
+// faultEnded marks the end of a fault after which scheduling needs time to
+// catch up (leader change, outage).
+func (w *watcher) faultEnded() {
+	w.mu.Lock()
+	w.quiet = time.Now()
+	w.mu.Unlock()
+}
+
+func terminal(p *v1.Pod) bool {
+	return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+}
+
+// active: counted by the kubelet on its node (terminating pods too).
+func active(p *v1.Pod) bool { return p.Spec.NodeName != "" && !terminal(p) }
+
+func isRefusal(p *v1.Pod) bool {
+	return p.Status.Phase == v1.PodFailed && (p.Status.Reason == sandbox.ReasonUnexpectedAdmissionError || strings.HasPrefix(p.Status.Reason, "OutOf"))
+}
+
+func (w *watcher) podChanged(old, p *v1.Pod) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if old == nil {
+		if _, seen := w.firstSeen[p.UID]; !seen {
+			w.firstSeen[p.UID] = now
+			w.podsCreated++
+		}
+	}
+	if p.Spec.NodeName != "" {
+		if _, ok := w.boundAt[p.UID]; !ok {
+			w.boundAt[p.UID] = now
+			w.podsBound++
+			if cond := scheduledCondition(p); cond != nil && cond.Status == v1.ConditionTrue {
+				w.latencies = append(w.latencies, cond.LastTransitionTime.Sub(p.CreationTimestamp.Time))
+			}
+			w.checkQuotaMaxLocked(p)
+		}
+	}
+	if isRefusal(p) && (old == nil || !isRefusal(old)) {
+		w.refusalCount++
+		ref := metav1.GetControllerOf(p)
+		if ref != nil {
+			key := string(ref.UID) + "|" + p.Spec.NodeName
+			for _, t := range w.refusals[key] {
+				if now.Sub(t) < refusalTTL {
+					w.violate("refusal/"+key+"/"+string(p.UID), "5-admission-feedback",
+						fmt.Sprintf("a second refusal of %s %s's pods by node %s %.0fs after the last, within the refusal TTL (%s)", ref.Kind, ref.Name, p.Spec.NodeName, now.Sub(t).Seconds(), refusalTTL),
+						"pod "+p.Namespace+"/"+p.Name, "node "+p.Spec.NodeName)
+				}
+			}
+			w.refusals[key] = append(w.refusals[key], now)
+		}
+		w.refusedNodes[p.Spec.NodeName] = now
+	}
+	if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && old != nil && active(old) && (!active(p) || p.DeletionTimestamp != nil) {
+		w.groupLoss[p.Namespace+"/"+g] = now
+	}
+}
+
+func (w *watcher) podDeleted(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	p, ok := o.(*v1.Pod)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.podsDeleted++
+	if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && p.Spec.NodeName != "" {
+		w.groupLoss[p.Namespace+"/"+g] = time.Now()
+	}
+	delete(w.firstSeen, p.UID)
+}
+
+func scheduledCondition(p *v1.Pod) *v1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == v1.PodScheduled {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func podRequests(p *v1.Pod) v1.ResourceList {
+	return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+}
+
+// nodeUse is what the kubelet of a node counts: requests of its active
+// pods, their number and their host ports.
+type nodeUse struct {
+	req   v1.ResourceList
+	pods  int
+	ports map[string][]string
+	names []string
+}
+
+func (w *watcher) usage() map[string]*nodeUse {
+	use := map[string]*nodeUse{}
+	for _, o := range w.pods.List() {
+		p := o.(*v1.Pod)
+		if !active(p) {
+			continue
+		}
+		u := use[p.Spec.NodeName]
+		if u == nil {
+			u = &nodeUse{req: v1.ResourceList{}, ports: map[string][]string{}}
+			use[p.Spec.NodeName] = u
+		}
+		addTo(u.req, podRequests(p))
+		u.pods++
+		u.names = append(u.names, p.Namespace+"/"+p.Name)
+		for _, c := range p.Spec.Containers {
+			for _, port := range c.Ports {
+				if port.HostPort > 0 {
+					k := fmt.Sprintf("%s/%d", port.Protocol, port.HostPort)
+					u.ports[k] = append(u.ports[k], p.Namespace+"/"+p.Name)
+				}
+			}
+		}
+	}
+	return use
+}
+
+func addTo(dst, src v1.ResourceList) {
+	for k, q := range src {
+		cur := dst[k]
+		cur.Add(q)
+		dst[k] = cur
+	}
+}
+
+// check runs every invariant once.
+func (w *watcher) check(replicasLeader bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	use := w.usage()
+	nodes := map[string]*v1.Node{}
+	for _, o := range w.nodes.List() {
+		n := o.(*v1.Node)
+		nodes[n.Name] = n
+	}
+	w.checkOvercommit(nodes, use)
+	w.checkGangs(now)
+	w.checkPods(now, nodes, use, replicasLeader)
+	w.checkQuotaMin(now, nodes, use)
+}
+
+// 1. No node overcommitted by the kubelet's rule.
+func (w *watcher) checkOvercommit(nodes map[string]*v1.Node, use map[string]*nodeUse) {
+	for name, u := range use {
+		n := nodes[name]
+		if n == nil {
+			continue
+		}
+		for r, q := range u.req {
+			alloc, ok := n.Status.Allocatable[r]
+			if q.IsZero() {
+				continue
+			}
+			if !ok || q.Cmp(alloc) > 0 {
+				w.violate("overcommit/"+name+"/"+string(r), "1-overcommit",
+					fmt.Sprintf("node %s: %s requested %s, allocatable %s", name, r, q.String(), alloc.String()),
+					append([]string{"node " + name}, u.names...)...)
+			}
+		}
+		if pods := n.Status.Allocatable.Pods(); int64(u.pods) > pods.Value() {
+			w.violate("overcommit/"+name+"/pods", "1-overcommit", fmt.Sprintf("node %s: %d pods, allocatable %d", name, u.pods, pods.Value()), "node "+name)
+		}
+		for port, holders := range u.ports {
+			if len(holders) > 1 {
+				w.violate("overcommit/"+name+"/port/"+port, "1-overcommit", fmt.Sprintf("node %s: host port %s held by %d pods", name, port, len(holders)), holders...)
+			}
+		}
+	}
+}
+
+// 2. A PodGroup never has between 1 and minMember-1 members bound for
+// longer than gangPartialBound (unless it lost members since it was whole).
+func (w *watcher) checkGangs(now time.Time) {
+	members := map[string][]*v1.Pod{}
+	for _, o := range w.pods.List() {
+		p := o.(*v1.Pod)
+		if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" {
+			members[p.Namespace+"/"+g] = append(members[p.Namespace+"/"+g], p)
+		}
+	}
+	for _, o := range w.groups.List() {
+		pg := o.(*schedv1alpha1.PodGroup)
+		key := pg.Namespace + "/" + pg.Name
+		bound := 0
+		var names []string
+		for _, p := range members[key] {
+			if active(p) && p.DeletionTimestamp == nil {
+				bound++
+				names = append(names, p.Name+"@"+p.Spec.NodeName)
+			}
+		}
+		if bound == 0 || bound >= int(pg.Spec.MinMember) {
+			delete(w.partialSince, key)
+			continue
+		}
+		since, ok := w.partialSince[key]
+		if !ok {
+			w.partialSince[key] = now
+			continue
+		}
+		if loss := w.groupLoss[key]; !loss.Before(since.Add(-gangPartialBound)) {
+			continue // it lost members: partial by attrition, not by the scheduler
+		}
+		if ch := w.specChanged[key]; now.Sub(ch) < settle {
+			continue
+		}
+		if now.Sub(since) > gangPartialBound {
+			sort.Strings(names)
+			w.violate("gang/"+key+"/"+since.String(), "2-gang",
+				fmt.Sprintf("PodGroup %s: %d of minMember %d bound for %.0fs", key, bound, pg.Spec.MinMember, now.Sub(since).Seconds()),
+				append([]string{"podgroup " + key}, names...)...)
+		}
+	}
+}
+
+// quotaOf is the namespace's ElasticQuota (the first, as the plugin takes one).
+func (w *watcher) quotaOf(ns string) *schedv1alpha1.ElasticQuota {
+	objs, _ := w.quotas.ByIndex(cache.NamespaceIndex, ns)
+	if len(objs) == 0 {
+		return nil
+	}
+	return objs[0].(*schedv1alpha1.ElasticQuota)
+}
+
+func (w *watcher) namespaceUse(ns string) v1.ResourceList {
+	used := v1.ResourceList{}
+	objs, _ := w.pods.ByIndex(cache.NamespaceIndex, ns)
+	for _, o := range objs {
+		if p := o.(*v1.Pod); active(p) {
+			addTo(used, podRequests(p))
+		}
+	}
+	return used
+}
+
+// 3a. No namespace's use exceeds its max: checked when a pod is bound.
+func (w *watcher) checkQuotaMaxLocked(p *v1.Pod) {
+	q := w.quotaOf(p.Namespace)
+	if q == nil || time.Since(w.specChanged[p.Namespace]) < 10*time.Second {
+		return
+	}
+	used := w.namespaceUse(p.Namespace)
+	for r, max := range q.Spec.Max {
+		if u := used[r]; u.Cmp(max) > 0 {
+			w.violate("quota-max/"+p.Namespace+"/"+string(p.UID), "3-quota",
+				fmt.Sprintf("namespace %s uses %s %s after %s was bound, over its max %s", p.Namespace, u.String(), r, p.Name, max.String()),
+				"pod "+p.Namespace+"/"+p.Name, "elasticquota "+q.Namespace+"/"+q.Name)
+		}
+	}
+}
+
+// fitsIn: req ≤ room for every resource req names.
+func fitsIn(req, room v1.ResourceList) bool {
+	for r, q := range req {
+		if q.IsZero() {
+			continue
+		}
+		have, ok := room[r]
+		if !ok || q.Cmp(have) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func sub(a, b v1.ResourceList) v1.ResourceList {
+	out := a.DeepCopy()
+	for r, q := range b {
+		cur := out[r]
+		cur.Sub(q)
+		out[r] = cur
+	}
+	return out
+}
+
+// schedulable: Ready, not cordoned.
+func schedulable(n *v1.Node) bool {
+	return sandbox.NodeReady(n) && !n.Spec.Unschedulable
+}
+
+// eligible is the liveness oracle's node filter: the pod tolerates the
+// node's taints, matches its selector and required affinity, is allowed by
+// the CEL rule of all-plugins.yaml (GPU nodes only for GPU pods), and the
+// node has not refused a pod in the last refusal TTL.
+func (w *watcher) eligible(p *v1.Pod, n *v1.Node, now time.Time) bool {
+	if !schedulable(n) {
+		return false
+	}
+	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), n.Spec.Taints, p.Spec.Tolerations, func(t *v1.Taint) bool {
+		return t.Effect == v1.TaintEffectNoSchedule || t.Effect == v1.TaintEffectNoExecute
+	}, false); untolerated {
+		return false
+	}
+	if ok, _ := nodeaffinity.GetRequiredNodeAffinity(p).Match(n); !ok {
+		return false
+	}
+	if _, gpuNode := n.Labels[gpuLabel]; gpuNode && !wantsGPU(p) {
+		return false
+	}
+	if t, ok := w.refusedNodes[n.Name]; ok && now.Sub(t) < refusalTTL {
+		return false
+	}
+	return true
+}
+
+func wantsGPU(p *v1.Pod) bool {
+	q := podRequests(p)[gpuResource]
+	return !q.IsZero()
+}
+
+func (w *watcher) room(n *v1.Node, u *nodeUse) (v1.ResourceList, int64) {
+	free := n.Status.Allocatable.DeepCopy()
+	pods := n.Status.Allocatable.Pods().Value()
+	if u != nil {
+		free = sub(free, u.req)
+		pods -= int64(u.pods)
+	}
+	return free, pods
+}
+
+// 4, 6, 7: per pod.
+func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse, leader bool) {
+	settled := now.Sub(w.quiet) > settle && leader
+	for _, o := range w.pods.List() {
+		p := o.(*v1.Pod)
+		id := p.Namespace + "/" + p.Name
+		if p.DeletionTimestamp != nil || terminal(p) {
+			delete(w.since, "live/"+string(p.UID))
+			continue
+		}
+		// 7. No pod bound to a node that no longer exists (PodGC's job).
+		if p.Spec.NodeName != "" {
+			key := "orphan/" + string(p.UID)
+			if nodes[p.Spec.NodeName] == nil {
+				if t, ok := w.since[key]; !ok {
+					w.since[key] = now
+				} else if now.Sub(t) > orphanBound {
+					w.violate(key, "7-nothing-lost", fmt.Sprintf("pod %s bound to node %s, which does not exist, for %.0fs", id, p.Spec.NodeName, now.Sub(t).Seconds()), "pod "+id)
+				}
+			} else {
+				delete(w.since, key)
+			}
+		}
+		// 6. Every pod that asked has an explanation.
+		if p.Annotations[explain.AnnotationRequest] == "true" && p.Annotations[explain.AnnotationResult] == "" {
+			cond := scheduledCondition(p)
+			if cond != nil && settled && now.Sub(cond.LastTransitionTime.Time) > explainBound && now.Sub(w.quiet) > explainBound {
+				w.violate("explain/"+string(p.UID), "6-explain",
+					fmt.Sprintf("pod %s asked for an explanation and has none %.0fs after PodScheduled=%s", id, now.Sub(cond.LastTransitionTime.Time).Seconds(), cond.Status), "pod "+id)
+			}
+		}
+		if p.Spec.NodeName != "" || p.Spec.SchedulerName != schedulerName {
+			continue
+		}
+		// 7. Every pending pod has a reason (PodScheduled False) once
+		// the scheduler had time to try it.
+		if cond := scheduledCondition(p); cond == nil && settled && now.Sub(p.CreationTimestamp.Time) > unconditionedBound && now.Sub(w.quiet) > unconditionedBound {
+			w.violate("unconditioned/"+string(p.UID), "7-nothing-lost", fmt.Sprintf("pod %s pending %.0fs with no PodScheduled condition", id, now.Sub(p.CreationTimestamp.Time).Seconds()), "pod "+id)
+		}
+		// 4. Liveness: a pod in the namespace without quota, gang or
+		// rule constraint, with a node that fits it, is bound.
+		if p.Namespace != freeNamespace || p.Labels[schedv1alpha1.PodGroupLabel] != "" {
+			continue
+		}
+		key := "live/" + string(p.UID)
+		fits := ""
+		req := podRequests(p)
+		for name, n := range nodes {
+			if !w.eligible(p, n, now) {
+				continue
+			}
+			free, pods := w.room(n, use[name])
+			if pods >= 1 && fitsIn(req, free) {
+				fits = name
+				break
+			}
+		}
+		if fits == "" || !settled {
+			delete(w.since, key)
+			continue
+		}
+		t, ok := w.since[key]
+		if !ok {
+			w.since[key] = now
+			continue
+		}
+		if now.Sub(t) > livenessBound {
+			w.violate(key, "4-liveness", fmt.Sprintf("pod %s pending %.0fs while node %s fits it (requests %s)", id, now.Sub(t).Seconds(), fits, resources(req)), "pod "+id, "node "+fits)
+		}
+	}
+}
+
+// 3b. A namespace below its min with a pending pod that fits its min gets
+// it within quotaMinBound, where reclaim can make room: some node's free
+// room plus what borrowers (namespaces above their min) hold there fits it.
+func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse) {
+	if now.Sub(w.quiet) < settle {
+		return
+	}
+	borrowing := map[string]bool{}
+	used := map[string]v1.ResourceList{}
+	for _, o := range w.quotas.List() {
+		q := o.(*schedv1alpha1.ElasticQuota)
+		used[q.Namespace] = w.namespaceUse(q.Namespace)
+		for r, min := range q.Spec.Min {
+			if u := used[q.Namespace][r]; u.Cmp(min) > 0 {
+				borrowing[q.Namespace] = true
+			}
+		}
+	}
+	// What borrowers hold per node.
+	reclaimable := map[string]v1.ResourceList{}
+	for _, o := range w.pods.List() {
+		p := o.(*v1.Pod)
+		if active(p) && borrowing[p.Namespace] {
+			if reclaimable[p.Spec.NodeName] == nil {
+				reclaimable[p.Spec.NodeName] = v1.ResourceList{}
+			}
+			addTo(reclaimable[p.Spec.NodeName], podRequests(p))
+		}
+	}
+	for _, o := range w.pods.List() {
+		p := o.(*v1.Pod)
+		key := "min/" + string(p.UID)
+		q := w.quotaOf(p.Namespace)
+		if q == nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || terminal(p) || p.Labels[schedv1alpha1.PodGroupLabel] != "" || now.Sub(w.specChanged[p.Namespace]) < settle {
+			delete(w.since, key)
+			continue
+		}
+		req := podRequests(p)
+		if !fitsIn(req, sub(q.Spec.Min, used[p.Namespace])) {
+			delete(w.since, key)
+			continue
+		}
+		room := ""
+		for name, n := range nodes {
+			if !w.eligible(p, n, now) {
+				continue
+			}
+			free, pods := w.room(n, use[name])
+			if r := reclaimable[name]; r != nil {
+				addTo(free, r)
+			}
+			if pods >= 0 && fitsIn(req, free) {
+				room = name
+				break
+			}
+		}
+		if room == "" {
+			delete(w.since, key)
+			continue
+		}
+		t, ok := w.since[key]
+		if !ok {
+			w.since[key] = now
+			continue
+		}
+		if now.Sub(t) > quotaMinBound {
+			w.violate(key, "3-quota", fmt.Sprintf("pod %s/%s pending %.0fs while its namespace is below min (uses %s of min %s) and node %s has room with reclaim",
+				p.Namespace, p.Name, now.Sub(t).Seconds(), resources(used[p.Namespace]), resources(q.Spec.Min), room),
+				"pod "+p.Namespace+"/"+p.Name, "elasticquota "+q.Namespace+"/"+q.Name, "node "+room)
+		}
+	}
+}
+
+func resources(rl v1.ResourceList) string {
+	var parts []string
+	for r, q := range rl {
+		parts = append(parts, fmt.Sprintf("%s=%s", r, q.String()))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,453 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	v1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
+	"github.com/berth-scheduler/berth/pkg/plugins/explain"
+)
+
+const (
+	// schedulerName is the every-plugin profile of all-plugins.yaml.
+	schedulerName = "berth-all"
+	// freeNamespace has no ElasticQuota (namespacesWithoutQuota:
+	// Unlimited): the liveness oracle's namespace.
+	freeNamespace = "soak-free"
+	gpuLabel      = "nvidia.com/gpu.present"
+	gpuResource   = v1.ResourceName("nvidia.com/gpu")
+	// tierLabel=batch matches all-plugins.yaml's batch-prefers-spot rule.
+	tierLabel = "tier"
+	lowPrio   = "soak-low"
+	highPrio  = "soak-high"
+)
+
+// teams are the namespaces with ElasticQuotas: min as a share of the
+// cluster's CPU (memory in proportion), max as a multiple of min (0: no
+// max beyond the cluster).
+var teams = []struct {
+	name     string
+	minShare float64
+	maxTimes float64
+}{
+	{"soak-team-a", 0.15, 2},   // borrows up to twice its min
+	{"soak-team-b", 0.15, 1.5}, //
+	{"soak-team-c", 0, 0},      // min 0: only borrows, the first reclaimed
+	{"soak-team-d", 0.10, 1},   // max = min: never borrows
+}
+
+// generator is the seeded workload: every choice comes from rng, in the
+// order of operations, so a seed replays the same sequence.
+type generator struct {
+	rng *rand.Rand
+	c   kubernetes.Interface
+	sp  versioned.Interface
+	// clusterCPU is the initial allocatable CPU in millicores.
+	clusterCPU int64
+	seq        int
+	// what exists, by kind (namespace/name), in creation order.
+	deployments []string
+	jobs        []string
+	groups      []string
+	ops         map[string]int
+	explainAsks int
+}
+
+func newGenerator(seed int64, c kubernetes.Interface, sp versioned.Interface, clusterCPU int64) *generator {
+	return &generator{rng: rand.New(rand.NewPCG(uint64(seed), 0x5eed)), c: c, sp: sp, clusterCPU: clusterCPU, ops: map[string]int{}}
+}
+
+// setup creates the priority classes, namespaces and quotas.
+func (g *generator) setup(ctx context.Context) error {
+	for name, value := range map[string]int32{lowPrio: 100, highPrio: 1000} {
+		_, err := g.c.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	for _, ns := range append([]string{freeNamespace}, teamNames()...) {
+		if _, err := g.c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	for _, t := range teams {
+		if err := g.createQuota(ctx, t.name, t.minShare, t.maxTimes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func teamNames() []string {
+	var out []string
+	for _, t := range teams {
+		out = append(out, t.name)
+	}
+	return out
+}
+
+func (g *generator) quotaSpec(minShare, maxTimes float64) schedv1alpha1.ElasticQuotaSpec {
+	minCPU := int64(float64(g.clusterCPU) * minShare)
+	spec := schedv1alpha1.ElasticQuotaSpec{
+		Min: v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(minCPU, resource.DecimalSI), v1.ResourceMemory: *resource.NewQuantity(minCPU*4<<20, resource.BinarySI)},
+	}
+	maxCPU := g.clusterCPU
+	if maxTimes > 0 {
+		maxCPU = int64(float64(minCPU) * maxTimes)
+	}
+	spec.Max = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(maxCPU, resource.DecimalSI), v1.ResourceMemory: *resource.NewQuantity(maxCPU*4<<20, resource.BinarySI)}
+	return spec
+}
+
+func (g *generator) createQuota(ctx context.Context, ns string, minShare, maxTimes float64) error {
+	_, err := g.sp.SchedulingV1alpha1().ElasticQuotas(ns).Create(ctx, &schedv1alpha1.ElasticQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "quota", Namespace: ns},
+		Spec:       g.quotaSpec(minShare, maxTimes),
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func (g *generator) pick(n int) int { return g.rng.IntN(n) }
+
+func (g *generator) chance(p float64) bool { return g.rng.Float64() < p }
+
+func (g *generator) name(prefix string) string {
+	g.seq++
+	return fmt.Sprintf("%s-%d", prefix, g.seq)
+}
+
+func (g *generator) namespace() string {
+	all := append([]string{freeNamespace, freeNamespace}, teamNames()...)
+	return all[g.pick(len(all))]
+}
+
+// podTemplate is one container with requests (= limits) of a random size,
+// a priority, a grace period, and sometimes a rule label, a GPU, an
+// explanation request.
+func (g *generator) podTemplate(labels map[string]string, restart v1.RestartPolicy) v1.PodTemplateSpec {
+	cpus := []int64{100, 250, 500, 1000, 2000}
+	cpu := cpus[g.pick(len(cpus))]
+	req := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewMilliQuantity(cpu, resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(cpu*2<<20, resource.BinarySI),
+	}
+	if g.chance(0.05) {
+		req[gpuResource] = resource.MustParse("1")
+	}
+	annotations := map[string]string{}
+	if g.chance(0.05) && g.explainAsks < 1<<30 {
+		annotations[explain.AnnotationRequest] = "true"
+		g.explainAsks++
+	}
+	if g.chance(0.3) {
+		labels[tierLabel] = "batch"
+	}
+	prio := lowPrio
+	if g.chance(0.3) {
+		prio = highPrio
+	}
+	grace := []int64{0, 1, 5, 30}[g.pick(4)]
+	return v1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+		Spec: v1.PodSpec{
+			SchedulerName:                 schedulerName,
+			PriorityClassName:             prio,
+			RestartPolicy:                 restart,
+			TerminationGracePeriodSeconds: ptr.To(grace),
+			Containers: []v1.Container{{
+				Name: "app", Image: "registry.example/soak:1",
+				Resources: v1.ResourceRequirements{Requests: req, Limits: req},
+			}},
+		},
+	}
+}
+
+// step performs one random operation. What it chooses depends only on the
+// seed and its own record of what it created (never on the cluster's
+// state), so a seed replays the same operations: the record's size keeps
+// the workload near a target (about 80 % of the cluster's CPU requested).
+func (g *generator) step(ctx context.Context) (string, error) {
+	type op struct {
+		name   string
+		weight int
+		do     func(context.Context) error
+	}
+	// A Deployment requests about 5 CPUs on average (6.8 replicas of
+	// 0.77 CPU), a Job or gang about 3.
+	target := int(g.clusterCPU / 1000 * 8 / 10 / 5)
+	grow, shrink := 1, 1
+	switch n := len(g.deployments) + len(g.jobs)/2; {
+	case n < target*3/4:
+		grow = 6
+	case n > target:
+		grow, shrink = 0, 4
+	}
+	ops := []op{
+		{"create-deployment", 3 * grow, g.createDeployment},
+		{"create-job", 2 * grow, g.createJob},
+		{"create-gang", 1 * grow, g.createGang},
+		{"scale-deployment", 3, g.scaleDeployment},
+		{"restart-deployment", 1, g.restartDeployment},
+		{"delete-deployment", 2 * shrink, g.deleteDeployment},
+		{"delete-job", 1 * shrink, g.deleteJob},
+		{"edit-quota", 1, g.editQuota},
+		{"edit-podgroup", 1, g.editPodGroup},
+		{"delete-podgroup", 1, g.deletePodGroup},
+	}
+	total := 0
+	for _, o := range ops {
+		total += o.weight
+	}
+	r := g.pick(total)
+	for _, o := range ops {
+		if r < o.weight {
+			g.ops[o.name]++
+			return o.name, o.do(ctx)
+		}
+		r -= o.weight
+	}
+	return "", nil
+}
+
+func (g *generator) createDeployment(ctx context.Context) error {
+	ns, name := g.namespace(), g.name("deploy")
+	replicas := int32([]int{1, 2, 3, 5, 10, 20}[g.pick(6)])
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: g.podTemplate(labels, v1.RestartPolicyAlways),
+		},
+	}
+	if _, err := g.c.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	g.deployments = append(g.deployments, ns+"/"+name)
+	return nil
+}
+
+func (g *generator) jobFor(ns, name string, parallelism int32, labels map[string]string) *batchv1.Job {
+	t := g.podTemplate(labels, v1.RestartPolicyNever)
+	t.Annotations[sandbox.RunForAnnotation] = strconv.Itoa(10+g.pick(50)) + "s"
+	if g.chance(0.1) {
+		t.Labels[sandbox.CrashLabel] = "true"
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: batchv1.JobSpec{
+			Parallelism:  ptr.To(parallelism),
+			Completions:  ptr.To(parallelism),
+			BackoffLimit: ptr.To[int32](2),
+			Template:     t,
+		},
+	}
+}
+
+func (g *generator) createJob(ctx context.Context) error {
+	ns, name := g.namespace(), g.name("job")
+	j := g.jobFor(ns, name, int32([]int{1, 2, 4, 8}[g.pick(4)]), map[string]string{})
+	if _, err := g.c.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	g.jobs = append(g.jobs, ns+"/"+name)
+	return nil
+}
+
+// createGang is a PodGroup and a Job whose pods are its members: random
+// minMember and timeout, sometimes minResources, sometimes a gang bigger
+// than the cluster (minResources twice its CPU).
+func (g *generator) createGang(ctx context.Context) error {
+	ns, name := g.namespace(), g.name("gang")
+	members := int32([]int{2, 3, 4, 8, 16}[g.pick(5)])
+	j := g.jobFor(ns, name, members, map[string]string{schedv1alpha1.PodGroupLabel: name})
+	pg := &schedv1alpha1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       schedv1alpha1.PodGroupSpec{MinMember: members, ScheduleTimeoutSeconds: ptr.To(int32(30 + g.pick(90)))},
+	}
+	switch {
+	case g.chance(0.05):
+		pg.Spec.MinResources = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(2*g.clusterCPU, resource.DecimalSI)}
+	case g.chance(0.3):
+		req := j.Spec.Template.Spec.Containers[0].Resources.Requests
+		minRes := v1.ResourceList{}
+		for r, q := range req {
+			q.Mul(int64(members))
+			minRes[r] = q
+		}
+		pg.Spec.MinResources = minRes
+	}
+	if _, err := g.sp.SchedulingV1alpha1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	if _, err := g.c.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	g.groups = append(g.groups, ns+"/"+name)
+	g.jobs = append(g.jobs, ns+"/"+name)
+	return nil
+}
+
+// choose picks an existing object of a kind (namespace, name), or "".
+func (g *generator) choose(list []string) (string, string, int) {
+	if len(list) == 0 {
+		return "", "", -1
+	}
+	i := g.pick(len(list))
+	ns, name := splitKey(list[i])
+	return ns, name, i
+}
+
+func splitKey(k string) (string, string) {
+	for i := range k {
+		if k[i] == '/' {
+			return k[:i], k[i+1:]
+		}
+	}
+	return "", k
+}
+
+func remove(list []string, i int) []string {
+	return append(list[:i:i], list[i+1:]...)
+}
+
+func (g *generator) scaleDeployment(ctx context.Context) error {
+	ns, name, _ := g.choose(g.deployments)
+	if name == "" {
+		return nil
+	}
+	replicas := []int{0, 1, 2, 5, 10, 20, 30}[g.pick(7)]
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	_, err := g.c.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return ignoreNotFound(err)
+}
+
+// restartDeployment is kubectl rollout restart: a new ReplicaSet, a new
+// controller for AdmissionFeedback.
+func (g *generator) restartDeployment(ctx context.Context) error {
+	ns, name, _ := g.choose(g.deployments)
+	if name == "" {
+		return nil
+	}
+	g.seq++
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"soak.berth.dev/restart":"%d"}}}}}`, g.seq)
+	_, err := g.c.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return ignoreNotFound(err)
+}
+
+func (g *generator) deleteDeployment(ctx context.Context) error {
+	ns, name, i := g.choose(g.deployments)
+	if name == "" {
+		return nil
+	}
+	g.deployments = remove(g.deployments, i)
+	return ignoreNotFound(g.c.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
+}
+
+func (g *generator) deleteJob(ctx context.Context) error {
+	ns, name, i := g.choose(g.jobs)
+	if name == "" {
+		return nil
+	}
+	g.jobs = remove(g.jobs, i)
+	return ignoreNotFound(g.c.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
+}
+
+// editQuota changes a team's min and max (or deletes its quota, which is
+// recreated by a later edit).
+func (g *generator) editQuota(ctx context.Context) error {
+	t := teams[g.pick(len(teams))]
+	q := g.sp.SchedulingV1alpha1().ElasticQuotas(t.name)
+	if g.chance(0.2) {
+		err := q.Delete(ctx, "quota", metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return g.createQuota(ctx, t.name, t.minShare, t.maxTimes)
+		}
+		return err
+	}
+	factor := []float64{0.5, 1, 1.5}[g.pick(3)]
+	spec := g.quotaSpec(t.minShare*factor, t.maxTimes)
+	cur, err := q.Get(ctx, "quota", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return g.createQuota(ctx, t.name, t.minShare*factor, t.maxTimes)
+	}
+	if err != nil {
+		return err
+	}
+	cur.Spec = spec
+	_, err = q.Update(ctx, cur, metav1.UpdateOptions{})
+	return ignoreConflict(err)
+}
+
+func (g *generator) editPodGroup(ctx context.Context) error {
+	ns, name, _ := g.choose(g.groups)
+	if name == "" {
+		return nil
+	}
+	pg, err := g.sp.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return ignoreNotFound(err)
+	}
+	pg.Spec.MinMember = max(1, pg.Spec.MinMember+int32(g.pick(3))-1)
+	pg.Spec.ScheduleTimeoutSeconds = ptr.To(int32(30 + g.pick(90)))
+	_, err = g.sp.SchedulingV1alpha1().PodGroups(ns).Update(ctx, pg, metav1.UpdateOptions{})
+	return ignoreConflict(err)
+}
+
+func (g *generator) deletePodGroup(ctx context.Context) error {
+	ns, name, i := g.choose(g.groups)
+	if name == "" {
+		return nil
+	}
+	g.groups = remove(g.groups, i)
+	return ignoreNotFound(g.sp.SchedulingV1alpha1().PodGroups(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func ignoreConflict(err error) error {
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// opCounts lists the operations by kind, sorted.
+func opCounts(m map[string]int) []kindCount {
+	var out []kindCount
+	for k, n := range m {
+		out = append(out, kindCount{Kind: k, Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Kind < out[j].Kind })
+	return out
+}
+
+type kindCount struct {
+	Kind  string `json:"kind"`
+	Count int    `json:"count"`
+}

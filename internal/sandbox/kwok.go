@@ -1,0 +1,287 @@
+package sandbox
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// KWOK's node annotation: KWOK plays the kubelet of the nodes that carry it
+// (and of no other node, so the suites' hand-made nodes are left alone).
+const (
+	KWOKNodeAnnotation = "kwok.x-k8s.io/node"
+	kwokNodeValue      = "fake"
+	// NotReadyLabel set to "true" makes a KWOK node's kubelet report
+	// Ready False (see kwok-stages.yaml); removing it makes the node Ready.
+	NotReadyLabel = "sandbox.berth.dev/not-ready"
+	// CrashLabel set to "true" on a pod makes its container exit 1 after
+	// RunForAnnotation (default 2s): the pod ends Failed.
+	CrashLabel = "sandbox.berth.dev/crash"
+	// RunForAnnotation is how long a Job's pod runs before it Succeeds
+	// (default 5s), a duration such as "30s".
+	RunForAnnotation = "sandbox.berth.dev/run-for"
+)
+
+// Kubelet admission refusals, in the kubelet's words: its message is
+// "Pod was rejected: " and the admit handler's.
+const (
+	// ReasonUnexpectedAdmissionError: a device plugin's allocation failed.
+	ReasonUnexpectedAdmissionError = "UnexpectedAdmissionError"
+	// ReasonOutOfCPU: the kubelet's own resource check found the node full
+	// (another scheduler's pods, static pods).
+	ReasonOutOfCPU = "OutOfcpu"
+)
+
+//go:embed kwok-stages.yaml
+var kwokStages []byte
+
+// refusingNodeLabel names the node a refusal Stage is for.
+const refusingNodeLabel = "sandbox.berth.dev/refusing-node"
+
+var stageGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "stages"}
+
+// KWOK is the kubelets of a sandbox's simulated nodes: KWOK (built by make
+// envtest-bin from its own module) with the Stages of kwok-stages.yaml:
+// nodes Ready with Lease heartbeats, pods that start, complete (Jobs),
+// crash on request and finish graceful deletions, and, per node on
+// request, admission refusals and NotReady.
+type KWOK struct {
+	*Process
+	cp      *ControlPlane
+	dyn     dynamic.Interface
+	logPath string
+}
+
+// StartKWOK installs KWOK's CRDs from crdDir (make envtest-bin copies them
+// from KWOK's module), creates the sandbox's Stages and runs bin against cp.
+func StartKWOK(ctx context.Context, cp *ControlPlane, bin, crdDir string) (*KWOK, error) {
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("kwok binary: %w (make envtest-bin builds it)", err)
+	}
+	if _, err := envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(crdDir, "kwok.x-k8s.io_stages.yaml")}, ErrorIfPathMissing: true,
+	}); err != nil {
+		return nil, fmt.Errorf("installing KWOK's Stage CRD from %s: %w (make envtest-bin copies it)", crdDir, err)
+	}
+	stages, err := DecodeObjects(kwokStages)
+	if err != nil {
+		return nil, fmt.Errorf("decoding kwok-stages.yaml: %w", err)
+	}
+	if err := cp.Apply(ctx, stages, false); err != nil {
+		return nil, fmt.Errorf("creating KWOK's stages: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cp.Config)
+	if err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(cp.Dir, "kwok.yaml")
+	if err := os.WriteFile(conf, []byte("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"), 0o600); err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(cp.Dir, "kwok.log")
+	p, err := StartProcess(bin, []string{
+		"--kubeconfig=" + cp.Kubeconfig,
+		"--manage-nodes-with-annotation-selector=" + KWOKNodeAnnotation + "=" + kwokNodeValue,
+		"--enable-crds=Stage",
+		// Room for the pods of a thousand nodes (the default is a /24).
+		"--cidr=10.64.0.0/10",
+		"--node-ip=10.0.0.1",
+		"--node-lease-duration-seconds=40",
+		// Not ~/.kwok/kwok.yaml: every stage is a Stage object.
+		"--config=" + conf,
+	}, logPath)
+	if err != nil {
+		return nil, err
+	}
+	return &KWOK{Process: p, cp: cp, dyn: dyn, logPath: logPath}, nil
+}
+
+// LogPath is KWOK's log.
+func (k *KWOK) LogPath() string { return k.logPath }
+
+// NodeSpec's KWOK form: the node is created with its status (as a kubelet
+// registers it) and the KWOK annotation; KWOK then makes it Ready and renews
+// its Lease.
+func kwokNode(s NodeSpec) *v1.Node {
+	pods := s.Pods
+	if pods == "" {
+		pods = "110"
+	}
+	rl := v1.ResourceList{
+		v1.ResourceCPU:    resource.MustParse(s.CPU),
+		v1.ResourceMemory: resource.MustParse(s.Memory),
+		v1.ResourcePods:   resource.MustParse(pods),
+	}
+	for name, q := range s.Extended {
+		rl[v1.ResourceName(name)] = resource.MustParse(q)
+	}
+	lbls := map[string]string{v1.LabelHostname: s.Name, v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64", "type": "kwok"}
+	for key, v := range s.Labels {
+		lbls[key] = v
+	}
+	ann := map[string]string{KWOKNodeAnnotation: kwokNodeValue}
+	for key, v := range s.Annotations {
+		ann[key] = v
+	}
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Labels: lbls, Annotations: ann},
+		Spec:       v1.NodeSpec{Taints: s.Taints},
+		Status:     v1.NodeStatus{Capacity: rl, Allocatable: rl},
+	}
+}
+
+// CreateNode registers a node KWOK plays the kubelet of; it is Ready once
+// KWOK has seen it (WaitReady).
+func (k *KWOK) CreateNode(ctx context.Context, s NodeSpec) (*v1.Node, error) {
+	n, err := k.cp.Client.CoreV1().Nodes().Create(ctx, kwokNode(s), metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating node %s: %w", s.Name, err)
+	}
+	return n, nil
+}
+
+// WaitReady waits until every named node reports Ready.
+func (k *KWOK) WaitReady(ctx context.Context, timeout time.Duration, names ...string) error {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	var missing []string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if k.Exited() {
+			return false, fmt.Errorf("kwok exited; the end of its log:\n%s", logTail(k.logPath, 20))
+		}
+		nodes, err := k.cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, nil
+		}
+		ready := map[string]bool{}
+		for i := range nodes.Items {
+			if NodeReady(&nodes.Items[i]) {
+				ready[nodes.Items[i].Name] = true
+			}
+		}
+		missing = missing[:0]
+		for n := range want {
+			if !ready[n] {
+				missing = append(missing, n)
+			}
+		}
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d nodes not Ready (%s...): %w (kwok log: %s)", len(missing), strings.Join(first(missing, 5), ", "), err, k.logPath)
+	}
+	return nil
+}
+
+func first(s []string, n int) []string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// NodeReady reports whether a node's Ready condition is True.
+func NodeReady(n *v1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// SetNotReady makes node's kubelet report Ready False (true) or Ready again
+// (false).
+func (k *KWOK) SetNotReady(ctx context.Context, node string, notReady bool) error {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, NotReadyLabel)
+	if notReady {
+		patch = fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, NotReadyLabel)
+	}
+	_, err := k.cp.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
+}
+
+// refusalStage is the Stage making node's kubelet refuse every pod bound to
+// it at admission, as the kubelet does: the pod ends Failed with reason and
+// "Pod was rejected: "+message, startTime set. Its weight puts it before
+// berth-pod-ready, which then never runs for those pods.
+func refusalStage(node, reason, message string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kwok.x-k8s.io/v1alpha1",
+		"kind":       "Stage",
+		"metadata": map[string]any{
+			"name":   refusalStageName(node),
+			"labels": map[string]any{refusingNodeLabel: node},
+		},
+		"spec": map[string]any{
+			"resourceRef": map[string]any{"apiGroup": "v1", "kind": "Pod"},
+			"selector": map[string]any{"matchExpressions": []any{
+				map[string]any{"key": ".spec.nodeName", "operator": "In", "values": []any{node}},
+				map[string]any{"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+				map[string]any{"key": ".status.phase", "operator": "In", "values": []any{"Pending"}},
+			}},
+			"weight": int64(1),
+			"next": map[string]any{
+				"event": map[string]any{"type": "Warning", "reason": reason, "message": "Pod was rejected: " + message},
+				"statusTemplate": fmt.Sprintf(`{{ $now := Now }}
+phase: Failed
+reason: %q
+message: %q
+startTime: {{ $now | Quote }}
+`, reason, "Pod was rejected: "+message),
+			},
+		},
+	}}
+}
+
+func refusalStageName(node string) string { return "berth-refuse-" + node }
+
+// Refuse makes node's kubelet refuse, at admission, every pod bound to it
+// from now on, with reason (ReasonUnexpectedAdmissionError,
+// ReasonOutOfCPU) and the admit handler's message.
+func (k *KWOK) Refuse(ctx context.Context, node, reason, message string) error {
+	_, err := k.dyn.Resource(stageGVR).Create(ctx, refusalStage(node, reason, message), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// StopRefusing ends node's refusals.
+func (k *KWOK) StopRefusing(ctx context.Context, node string) error {
+	err := k.dyn.Resource(stageGVR).Delete(ctx, refusalStageName(node), metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// Refusing lists the nodes refusing pods now.
+func (k *KWOK) Refusing(ctx context.Context) ([]string, error) {
+	l, err := k.dyn.Resource(stageGVR).List(ctx, metav1.ListOptions{LabelSelector: refusingNodeLabel})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range l.Items {
+		out = append(out, s.GetLabels()[refusingNodeLabel])
+	}
+	return out, nil
+}

@@ -1,0 +1,126 @@
+package sandbox
+
+import (
+	"io"
+	"net"
+	"net/url"
+	"path/filepath"
+	"sync"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Proxy is a TCP proxy in front of the API server. A component given its
+// Kubeconfig reaches the API server only through it, so Cut makes the API
+// server unreachable for that component alone — an outage of its network
+// path, as a partition or a load balancer failure is — while the rest of
+// the sandbox goes on.
+type Proxy struct {
+	lis    net.Listener
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+	// Kubeconfig is the control plane's admin kubeconfig pointed at the
+	// proxy.
+	Kubeconfig string
+}
+
+// StartProxy listens on a loopback port and forwards to cp's API server.
+func StartProxy(cp *ControlPlane, name string) (*Proxy, error) {
+	api, err := url.Parse(cp.Config.Host)
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{lis: lis, target: api.Host, conns: map[net.Conn]struct{}{}}
+	cfg, err := clientcmd.LoadFromFile(cp.Kubeconfig)
+	if err != nil {
+		_ = lis.Close()
+		return nil, err
+	}
+	for _, c := range cfg.Clusters {
+		c.Server = "https://" + lis.Addr().String()
+		c.TLSServerName = "localhost"
+	}
+	p.Kubeconfig = filepath.Join(cp.Dir, name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, p.Kubeconfig); err != nil {
+		_ = lis.Close()
+		return nil, err
+	}
+	go p.serve()
+	return p, nil
+}
+
+func (p *Proxy) serve() {
+	for {
+		in, err := p.lis.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.mu.Unlock()
+			_ = in.Close()
+			continue
+		}
+		p.conns[in] = struct{}{}
+		p.mu.Unlock()
+		go p.pipe(in)
+	}
+}
+
+func (p *Proxy) pipe(in net.Conn) {
+	defer p.forget(in)
+	out, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		_ = out.Close()
+		return
+	}
+	p.conns[out] = struct{}{}
+	p.mu.Unlock()
+	defer p.forget(out)
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+	<-done
+}
+
+func (p *Proxy) forget(c net.Conn) {
+	_ = c.Close()
+	p.mu.Lock()
+	delete(p.conns, c)
+	p.mu.Unlock()
+}
+
+// Cut closes every open connection and refuses new ones until Restore.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// Restore lets connections through again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.cut = false
+	p.mu.Unlock()
+}
+
+// Close stops the proxy.
+func (p *Proxy) Close() {
+	_ = p.lis.Close()
+	p.Cut()
+}
