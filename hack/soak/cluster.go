@@ -131,7 +131,7 @@ func exitCause(path string) (string, string) {
 	switch {
 	case panicLine != "":
 		return "panic", panicLine
-	case strings.Contains(strings.Join(tail, "\n"), "leaderelection lost"):
+	case strings.Contains(strings.ToLower(strings.Join(tail, "\n")), "leaderelection lost"):
 		return "lost-lease", ""
 	default:
 		return "other", strings.Join(tail[max(0, len(tail)-5):], "\n")

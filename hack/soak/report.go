@@ -23,6 +23,10 @@ type report struct {
 	PodsBound       int              `json:"podsBound"`
 	PodsDeleted     int              `json:"podsDeleted"`
 	Refusals        int              `json:"refusals"`
+	PodsRunning     int              `json:"podsRunning"`
+	PodsSucceeded   int              `json:"podsSucceeded"`
+	PodsCrashed     int              `json:"podsCrashed"`
+	GracefulDeletes int              `json:"gracefulDeletions"`
 	LatencySeconds  map[string]int64 `json:"schedulingLatencySeconds"`
 	Replicas        []replicaReport  `json:"replicas"`
 	Violations      []violation      `json:"violations"`
@@ -49,6 +53,7 @@ func buildReport(o options, g *generator, f *faults, w *watcher, cl *cluster, op
 		Seed: o.seed, Minutes: o.duration.Minutes(), Nodes: o.nodes,
 		Operations: opCounts(g.ops), OperationErrors: opErrors, Faults: opCounts(f.count),
 		PodsCreated: w.podsCreated, PodsBound: w.podsBound, PodsDeleted: w.podsDeleted, Refusals: w.refusalCount,
+		PodsRunning: w.podsRunning, PodsSucceeded: w.podsSucceeded, PodsCrashed: w.podsFailed, GracefulDeletes: w.gracefulDeletions,
 		LatencySeconds: percentiles(w.latencies),
 		Violations:     append([]violation{}, w.violations...),
 		Command:        fmt.Sprintf("make soak SOAK_MINUTES=%g SOAK_NODES=%d SOAK_SEED=%d", o.duration.Minutes(), o.nodes, o.seed),
@@ -128,7 +133,8 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Soak: %g minutes, %d nodes, seed %d\n\n", r.Minutes, r.Nodes, r.Seed)
 	fmt.Fprintf(&b, "Command: `%s`. Violations: **%d**.\n\n", r.Command, len(r.Violations))
-	fmt.Fprintf(&b, "Pods created %d, bound %d, deleted %d; admission refusals %d; operation errors %d.\n\n", r.PodsCreated, r.PodsBound, r.PodsDeleted, r.Refusals, r.OperationErrors)
+	fmt.Fprintf(&b, "Pods created %d, bound %d, deleted %d; admission refusals %d; operation errors %d.\n", r.PodsCreated, r.PodsBound, r.PodsDeleted, r.Refusals, r.OperationErrors)
+	fmt.Fprintf(&b, "KWOK's kubelets: %d pods Running, %d Succeeded (Jobs), %d crashed, %d graceful deletions finished.\n\n", r.PodsRunning, r.PodsSucceeded, r.PodsCrashed, r.GracefulDeletes)
 	if r.LatencySeconds != nil {
 		fmt.Fprintf(&b, "Scheduling latency (creation to PodScheduled, whole seconds): p50 %ds, p90 %ds, p99 %ds, max %ds.\n\n",
 			r.LatencySeconds["p50"], r.LatencySeconds["p90"], r.LatencySeconds["p99"], r.LatencySeconds["max"])

@@ -58,7 +58,9 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	}
 	cl := &cluster{cp: cp, c: cp.Client}
 	logsDir := filepath.Join(o.out, "logs")
+	stopWatch := func() {}
 	defer func() {
+		stopWatch()
 		cl.stop()
 		copyLogs(cp.Dir, logsDir)
 		if stopErr := cp.Stop(); err == nil && stopErr != nil {
@@ -93,7 +95,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 			clusterCPU += int64(1000 * atoi(s.CPU))
 		}
 	}
-	if err := cl.kwok.WaitReady(ctx, 5*time.Minute, names...); err != nil {
+	if err := cl.kwok.WaitReady(ctx, time.Minute+time.Duration(o.nodes)*50*time.Millisecond, names...); err != nil {
 		return nil, err
 	}
 	logf("%d nodes Ready", len(names))
@@ -107,7 +109,11 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	if err := gen.setup(ctx); err != nil {
 		return nil, err
 	}
-	w, err := newWatcher(ctx, cl.c, cl.sp)
+	// The watcher's informers end before the control plane stops (an API
+	// server with open watches drains slowly).
+	watchCtx, cancelWatch := context.WithCancel(ctx)
+	stopWatch = cancelWatch
+	w, err := newWatcher(watchCtx, cl.c, cl.sp)
 	if err != nil {
 		return nil, err
 	}

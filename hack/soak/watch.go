@@ -18,6 +18,7 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	spinformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
@@ -30,10 +31,14 @@ import (
 // violation. Generous on purpose (two cores run the whole cluster): a
 // violation is a decision that stays wrong, not a slow one.
 const (
-	gangPartialBound   = 20 * time.Second
-	quotaMinBound      = 90 * time.Second
-	livenessBound      = 60 * time.Second
-	explainBound       = 30 * time.Second
+	gangPartialBound = 20 * time.Second
+	quotaMinBound    = 90 * time.Second
+	livenessBound    = 60 * time.Second
+	explainBound     = 30 * time.Second
+	// explainBudget is Explain's maxPerMinute (all-plugins.yaml keeps
+	// the default): a leader explains at most this many pods a minute, and
+	// the pods beyond it are counted, not explained (documented).
+	explainBudget      = 60
 	orphanBound        = 120 * time.Second
 	unconditionedBound = 120 * time.Second
 	// refusalTTL is AdmissionFeedback's (manifests/examples/all-plugins.yaml
@@ -82,8 +87,12 @@ type watcher struct {
 	specChanged  map[string]time.Time
 	// since: the first time a pod was seen in a state that a bound applies to.
 	since map[string]time.Time
-	// created, bound, deleted counts.
-	podsCreated, podsBound, podsDeleted int
+	// created, bound, deleted counts; what KWOK's kubelets did: pods
+	// Running, Succeeded, Failed (crashes), graceful deletions finished.
+	podsCreated, podsBound, podsDeleted    int
+	podsRunning, podsSucceeded, podsFailed int
+	gracefulDeletions                      int
+	seenRunning                            map[types.UID]bool
 	// quiet is when the last fault that changes what fits ended (outage,
 	// leader change); liveness checks wait for settle after it.
 	quiet time.Time
@@ -96,6 +105,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 		refusals: map[string][]time.Time{}, refusedNodes: map[string]time.Time{},
 		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{},
 		specChanged: map[string]time.Time{}, since: map[string]time.Time{},
+		seenRunning: map[types.UID]bool{},
 	}
 	f := informers.NewSharedInformerFactory(c, 0)
 	podInf := f.Core().V1().Pods().Informer()
@@ -200,6 +210,18 @@ func (w *watcher) podChanged(old, p *v1.Pod) {
 			w.checkQuotaMaxLocked(p)
 		}
 	}
+	if p.Status.Phase == v1.PodRunning && !w.seenRunning[p.UID] {
+		w.seenRunning[p.UID] = true
+		w.podsRunning++
+	}
+	if old != nil && old.Status.Phase != p.Status.Phase {
+		switch {
+		case p.Status.Phase == v1.PodSucceeded:
+			w.podsSucceeded++
+		case p.Status.Phase == v1.PodFailed && !isRefusal(p):
+			w.podsFailed++
+		}
+	}
 	if isRefusal(p) && (old == nil || !isRefusal(old)) {
 		w.refusalCount++
 		ref := metav1.GetControllerOf(p)
@@ -232,6 +254,10 @@ func (w *watcher) podDeleted(o any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.podsDeleted++
+	if p.DeletionTimestamp != nil && p.Spec.NodeName != "" && ptr.Deref(p.Spec.TerminationGracePeriodSeconds, 0) > 0 {
+		w.gracefulDeletions++
+	}
+	delete(w.seenRunning, p.UID)
 	if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && p.Spec.NodeName != "" {
 		w.groupLoss[p.Namespace+"/"+g] = time.Now()
 	}
@@ -494,6 +520,26 @@ func (w *watcher) room(n *v1.Node, u *nodeUse) (v1.ResourceList, int64) {
 // 4, 6, 7: per pod.
 func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse, leader bool) {
 	settled := now.Sub(w.quiet) > settle && leader
+	// asked counts the pods that asked for an explanation and had a
+	// scheduling attempt (PodScheduled set) in the minute up to t.
+	var askedAt []time.Time
+	for _, o := range w.pods.List() {
+		p := o.(*v1.Pod)
+		if p.Annotations[explain.AnnotationRequest] == "true" {
+			if cond := scheduledCondition(p); cond != nil {
+				askedAt = append(askedAt, cond.LastTransitionTime.Time)
+			}
+		}
+	}
+	asked := func(t time.Time) int {
+		n := 0
+		for _, a := range askedAt {
+			if !a.After(t) && t.Sub(a) < time.Minute {
+				n++
+			}
+		}
+		return n
+	}
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
 		id := p.Namespace + "/" + p.Name
@@ -514,10 +560,12 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 				delete(w.since, key)
 			}
 		}
-		// 6. Every pod that asked has an explanation.
+		// 6. Every pod that asked has an explanation, unless more pods
+		// than Explain's budget asked within the minute before it.
 		if p.Annotations[explain.AnnotationRequest] == "true" && p.Annotations[explain.AnnotationResult] == "" {
 			cond := scheduledCondition(p)
-			if cond != nil && settled && now.Sub(cond.LastTransitionTime.Time) > explainBound && now.Sub(w.quiet) > explainBound {
+			if cond != nil && settled && now.Sub(cond.LastTransitionTime.Time) > explainBound && now.Sub(w.quiet) > explainBound &&
+				asked(cond.LastTransitionTime.Time) < explainBudget {
 				w.violate("explain/"+string(p.UID), "6-explain",
 					fmt.Sprintf("pod %s asked for an explanation and has none %.0fs after PodScheduled=%s", id, now.Sub(cond.LastTransitionTime.Time).Seconds(), cond.Status), "pod "+id)
 			}

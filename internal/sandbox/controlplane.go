@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -80,6 +81,9 @@ func StartControlPlane(apiServerArgs ...string) (*ControlPlane, error) {
 	if crds := filepath.Join(root, "manifests", "crds"); dirExists(crds) {
 		te.CRDDirectoryPaths = []string{crds}
 	}
+	// A loaded API server (the soak's thousand nodes) can take longer than
+	// envtest's default 20s to drain on SIGTERM.
+	te.ControlPlane.GetAPIServer().StopTimeout = time.Minute
 	args := te.ControlPlane.GetAPIServer().Configure()
 	args.Append("disable-admission-plugins", "TaintNodesByCondition")
 	aggregation, err := aggregationArgs(dir)

@@ -47,6 +47,20 @@ const (
 	ReasonOutOfCPU = "OutOfcpu"
 )
 
+// kwokConfig sets KWOK's parallelism explicitly: a configuration file
+// given with --config is not defaulted (zero workers, and KWOK's
+// controllers refuse to start).
+var kwokConfig = []byte(`apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 8
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 2
+  enablePodsOnNodeSyncListPager: true
+  enablePodsOnNodeSyncStreamWatch: false
+`)
+
 //go:embed kwok-stages.yaml
 var kwokStages []byte
 
@@ -90,7 +104,7 @@ func StartKWOK(ctx context.Context, cp *ControlPlane, bin, crdDir string) (*KWOK
 		return nil, err
 	}
 	conf := filepath.Join(cp.Dir, "kwok.yaml")
-	if err := os.WriteFile(conf, []byte("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions: {}\n"), 0o600); err != nil {
+	if err := os.WriteFile(conf, kwokConfig, 0o600); err != nil {
 		return nil, err
 	}
 	logPath := filepath.Join(cp.Dir, "kwok.log")
