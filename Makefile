@@ -45,13 +45,13 @@ TOOL_BUILD_CMD = CGO_ENABLED=0 $(GO) build -trimpath
 # way (static, -trimpath), so a cold machine compiles it twice (this and
 # -race), not five times. The scheduler_perf harness finds its own source
 # through TEST_SRCDIR/TEST_WORKSPACE under -trimpath (see test-bench-smoke).
-export CGO_ENABLED := 0
-export GOFLAGS := -trimpath
+export CGO_ENABLED ?= 0
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 # -race needs cgo.
 RACE_ENV := CGO_ENABLED=1
-GOMODCACHE := $(shell $(GO) env GOMODCACHE)
-export TEST_SRCDIR := $(GOMODCACHE)
-export TEST_WORKSPACE := .
+# Upstream's test API server (scheduler_perf) finds its package directory
+# through these when built with -trimpath.
+BENCH_ENV := TEST_SRCDIR=$(shell $(GO) env GOMODCACHE) TEST_WORKSPACE=.
 
 BIN := $(CURDIR)/bin
 ENVTEST_DIR := $(BIN)/k8s/$(K8S_VERSION)
@@ -190,7 +190,7 @@ test-integration: build envtest-bin demo-driver $(KUSTOMIZE) $(HELM) $(PROM_OPER
 
 .PHONY: test-bench-smoke
 test-bench-smoke: envtest-bin ## Run the scheduler_perf benchmark once at 100 nodes / 200 pods, every profile: it fails unless every pod is scheduled.
-	cd test/bench && PATH="$(ENVTEST_DIR):$$PATH" $(GO) test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x \
+	cd test/bench && PATH="$(ENVTEST_DIR):$$PATH" $(BENCH_ENV) $(GO) test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x \
 		-perf-scheduling-label-filter smoke -data-items-dir $(BIN)/bench/smoke . > $(BIN)/bench-smoke.log 2>&1 \
 		|| { tail -100 $(BIN)/bench-smoke.log; exit 1; }
 	@grep -E '^(ok|PASS|BenchmarkPerfScheduling/[^ ]+)' $(BIN)/bench-smoke.log | cut -c1-90
@@ -251,7 +251,7 @@ define run-bench
 	cd test/bench && $(GO) test -c -o $(BENCH_DIR)/bench.test .
 	@start=$$(date +%s); cd test/bench && for round in $$(seq $(2)); do \
 		echo ">> $(1): round $$round of $(2)"; \
-		PATH="$(ENVTEST_DIR):$$PATH" $(BENCH_DIR)/bench.test -test.run '^$$' -test.bench 'BenchmarkPerfScheduling/$(3)/' -test.benchtime 1x -test.timeout 300m \
+		PATH="$(ENVTEST_DIR):$$PATH" $(BENCH_ENV) $(BENCH_DIR)/bench.test -test.run '^$$' -test.bench 'BenchmarkPerfScheduling/$(3)/' -test.benchtime 1x -test.timeout 300m \
 			-perf-scheduling-label-filter $(1) -perf-cpuprofile -data-items-dir $(BENCH_DIR)/$(1) > $(BENCH_DIR)/$(1)-$$round.log 2>&1 \
 			|| { tail -100 $(BENCH_DIR)/$(1)-$$round.log; exit 1; }; \
 		awk '/^BenchmarkPerfScheduling\// { for (i = 2; i <= NF; i++) if ($$i == "SchedulingThroughput/Average") print "   " $$1 ": " $$(i-1) " pods/s" }' $(BENCH_DIR)/$(1)-$$round.log; \
@@ -288,7 +288,7 @@ bench-gang: envtest-bin ## Gangs only: upstream's GangScheduling vs Berth's Cosc
 	cd test/bench && $(GO) test -c -o $(BENCH_DIR)/bench.test .
 	cd test/bench && for round in $$(seq $(BENCH_COUNT)); do \
 		echo ">> gang: round $$round of $(BENCH_COUNT)"; \
-		PATH="$(ENVTEST_DIR):$$PATH" $(BENCH_DIR)/bench.test -test.run '^$$' -test.bench '^BenchmarkPerfScheduling/(GangScheduling|Coscheduling|CoschedulingNoStatus)/' -test.benchtime 1x -test.timeout 60m \
+		PATH="$(ENVTEST_DIR):$$PATH" $(BENCH_ENV) $(BENCH_DIR)/bench.test -test.run '^$$' -test.bench '^BenchmarkPerfScheduling/(GangScheduling|Coscheduling|CoschedulingNoStatus)/' -test.benchtime 1x -test.timeout 60m \
 			-perf-scheduling-label-filter quick -data-items-dir $(BENCH_DIR)/gang > $(BENCH_DIR)/gang-$$round.log 2>&1 \
 			|| { tail -100 $(BENCH_DIR)/gang-$$round.log; exit 1; }; \
 		awk '/^BenchmarkPerfScheduling\// { for (i = 2; i <= NF; i++) if ($$i == "SchedulingThroughput/Average") print "   " $$1 ": " $$(i-1) " pods/s" }' $(BENCH_DIR)/gang-$$round.log; \

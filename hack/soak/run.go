@@ -164,6 +164,9 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	loop(3*time.Second, func() { w.check(cl.leader(soakCtx) != nil) })
 	// The generator and the faults run in this goroutine, in order.
 	fl := newFaults(o.seed, cl, w, names)
+	// Undo what is still in effect before the processes stop, also when
+	// interrupted.
+	defer fl.undoAll()
 	faultRNG := rand.New(rand.NewPCG(uint64(o.seed), 0x71e))
 	nextFault := time.Now().Add(jitter(faultRNG, o.faultEvery))
 	tick := time.NewTicker(time.Duration(float64(time.Second) / o.opsPerSecond))

@@ -26,9 +26,9 @@ import (
 const (
 	KWOKNodeAnnotation = "kwok.x-k8s.io/node"
 	kwokNodeValue      = "fake"
-	// NotReadyLabel set to "true" makes a KWOK node's kubelet report
+	// NotReadyAnnotation set to "true" makes a KWOK node's kubelet report
 	// Ready False (see kwok-stages.yaml); removing it makes the node Ready.
-	NotReadyLabel = "sandbox.berth.dev/not-ready"
+	NotReadyAnnotation = "sandbox.berth.dev/not-ready"
 	// CrashLabel set to "true" on a pod makes its container exit 1 after
 	// RunForAnnotation (default 2s): the pod ends Failed.
 	CrashLabel = "sandbox.berth.dev/crash"
@@ -224,9 +224,9 @@ func NodeReady(n *v1.Node) bool {
 // SetNotReady makes node's kubelet report Ready False (true) or Ready again
 // (false).
 func (k *KWOK) SetNotReady(ctx context.Context, node string, notReady bool) error {
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, NotReadyLabel)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, NotReadyAnnotation)
 	if notReady {
-		patch = fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, NotReadyLabel)
+		patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, NotReadyAnnotation)
 	}
 	_, err := k.cp.Client.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err

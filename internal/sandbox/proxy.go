@@ -12,9 +12,10 @@ import (
 
 // Proxy is a TCP proxy in front of the API server. A component given its
 // Kubeconfig reaches the API server only through it, so Cut makes the API
-// server unreachable for that component alone — an outage of its network
-// path, as a partition or a load balancer failure is — while the rest of
-// the sandbox goes on.
+// server unreachable for that component alone while the rest of the
+// sandbox goes on. Cut resets open connections and refuses new ones, so
+// requests fail at once (a load balancer with no healthy backend), not
+// after a timeout as in a partition that drops packets.
 type Proxy struct {
 	lis    net.Listener
 	target string
