@@ -227,8 +227,12 @@ func (w *watcher) podChanged(old, p *v1.Pod) {
 		ref := metav1.GetControllerOf(p)
 		if ref != nil {
 			key := string(ref.UID) + "|" + p.Spec.NodeName
+			// Only a pod bound after an earlier refusal was visible counts:
+			// pods bound before it are in flight, and a refusing node
+			// looks empty to every scheduler.
+			bound, ok := w.boundAt[p.UID]
 			for _, t := range w.refusals[key] {
-				if now.Sub(t) < refusalTTL {
+				if ok && bound.After(t.Add(2*time.Second)) && now.Sub(t) < refusalTTL {
 					w.violate("refusal/"+key+"/"+string(p.UID), "5-admission-feedback",
 						fmt.Sprintf("a second refusal of %s %s's pods by node %s %.0fs after the last, within the refusal TTL (%s)", ref.Kind, ref.Name, p.Spec.NodeName, now.Sub(t).Seconds(), refusalTTL),
 						"pod "+p.Namespace+"/"+p.Name, "node "+p.Spec.NodeName)
@@ -388,7 +392,9 @@ func (w *watcher) checkGangs(now time.Time) {
 				names = append(names, p.Name+"@"+p.Spec.NodeName)
 			}
 		}
-		if bound == 0 || bound >= int(pg.Spec.MinMember) {
+		// A minMember above the members that exist (an edit raised it) can
+		// never be met: upstream's rule then holds the members back.
+		if bound == 0 || bound >= int(pg.Spec.MinMember) || int(pg.Spec.MinMember) > len(members[key]) {
 			delete(w.partialSince, key)
 			continue
 		}
