@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
@@ -92,7 +93,8 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		}
 		names = append(names, s.Name)
 		if _, gpu := s.Labels[gpuLabel]; !gpu {
-			clusterCPU += int64(1000 * atoi(s.CPU))
+			cpu := resource.MustParse(s.CPU)
+			clusterCPU += cpu.MilliValue()
 		}
 	}
 	if err := cl.kwok.WaitReady(ctx, time.Minute+time.Duration(o.nodes)*50*time.Millisecond, names...); err != nil {
@@ -211,14 +213,6 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		return nil, err
 	}
 	return rep, nil
-}
-
-func atoi(s string) int {
-	n := 0
-	for _, c := range s {
-		n = n*10 + int(c-'0')
-	}
-	return n
 }
 
 // jitter is d ± 50 %.

@@ -523,6 +523,40 @@ func (w *watcher) room(n *v1.Node, u *nodeUse) (v1.ResourceList, int64) {
 	return free, pods
 }
 
+// held is how long the state key names has held (zero the first time it is
+// seen); a state that no longer holds is forgotten.
+func (w *watcher) held(key string, holds bool, now time.Time) time.Duration {
+	if !holds {
+		delete(w.since, key)
+		return 0
+	}
+	t, ok := w.since[key]
+	if !ok {
+		w.since[key] = now
+		return 0
+	}
+	return now.Sub(t)
+}
+
+// nodeWithRoom is an eligible node with room for req and at least minSlots
+// free pod slots, counting extra[node] as free too (reclaimable requests);
+// "" if none.
+func (w *watcher) nodeWithRoom(p *v1.Pod, req v1.ResourceList, nodes map[string]*v1.Node, use map[string]*nodeUse, extra map[string]v1.ResourceList, minSlots int64, now time.Time) string {
+	for name, n := range nodes {
+		if !w.eligible(p, n, now) {
+			continue
+		}
+		free, pods := w.room(n, use[name])
+		if r := extra[name]; r != nil {
+			addTo(free, r)
+		}
+		if pods >= minSlots && fitsIn(req, free) {
+			return name
+		}
+	}
+	return ""
+}
+
 // 4, 6, 7: per pod.
 func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse, leader bool) {
 	settled := now.Sub(w.quiet) > settle && leader
@@ -556,14 +590,8 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 		// 7. No pod bound to a node that no longer exists (PodGC's job).
 		if p.Spec.NodeName != "" {
 			key := "orphan/" + string(p.UID)
-			if nodes[p.Spec.NodeName] == nil {
-				if t, ok := w.since[key]; !ok {
-					w.since[key] = now
-				} else if now.Sub(t) > orphanBound {
-					w.violate(key, "7-nothing-lost", fmt.Sprintf("pod %s bound to node %s, which does not exist, for %.0fs", id, p.Spec.NodeName, now.Sub(t).Seconds()), "pod "+id)
-				}
-			} else {
-				delete(w.since, key)
+			if d := w.held(key, nodes[p.Spec.NodeName] == nil, now); d > orphanBound {
+				w.violate(key, "7-nothing-lost", fmt.Sprintf("pod %s bound to node %s, which does not exist, for %.0fs", id, p.Spec.NodeName, d.Seconds()), "pod "+id)
 			}
 		}
 		// 6. Every pod that asked has an explanation, unless more pods
@@ -590,29 +618,10 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 			continue
 		}
 		key := "live/" + string(p.UID)
-		fits := ""
 		req := podRequests(p)
-		for name, n := range nodes {
-			if !w.eligible(p, n, now) {
-				continue
-			}
-			free, pods := w.room(n, use[name])
-			if pods >= 1 && fitsIn(req, free) {
-				fits = name
-				break
-			}
-		}
-		if fits == "" || !settled {
-			delete(w.since, key)
-			continue
-		}
-		t, ok := w.since[key]
-		if !ok {
-			w.since[key] = now
-			continue
-		}
-		if now.Sub(t) > livenessBound {
-			w.violate(key, "4-liveness", fmt.Sprintf("pod %s pending %.0fs while node %s fits it (requests %s)", id, now.Sub(t).Seconds(), fits, resources(req)), "pod "+id, "node "+fits)
+		fits := w.nodeWithRoom(p, req, nodes, use, nil, 1, now)
+		if d := w.held(key, fits != "" && settled, now); d > livenessBound {
+			w.violate(key, "4-liveness", fmt.Sprintf("pod %s pending %.0fs while node %s fits it (requests %s)", id, d.Seconds(), fits, resources(req)), "pod "+id, "node "+fits)
 		}
 	}
 }
@@ -659,32 +668,10 @@ func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use ma
 			delete(w.since, key)
 			continue
 		}
-		room := ""
-		for name, n := range nodes {
-			if !w.eligible(p, n, now) {
-				continue
-			}
-			free, pods := w.room(n, use[name])
-			if r := reclaimable[name]; r != nil {
-				addTo(free, r)
-			}
-			if pods >= 0 && fitsIn(req, free) {
-				room = name
-				break
-			}
-		}
-		if room == "" {
-			delete(w.since, key)
-			continue
-		}
-		t, ok := w.since[key]
-		if !ok {
-			w.since[key] = now
-			continue
-		}
-		if now.Sub(t) > quotaMinBound {
+		room := w.nodeWithRoom(p, req, nodes, use, reclaimable, 0, now)
+		if d := w.held(key, room != "", now); d > quotaMinBound {
 			w.violate(key, "3-quota", fmt.Sprintf("pod %s/%s pending %.0fs while its namespace is below min (uses %s of min %s) and node %s has room with reclaim",
-				p.Namespace, p.Name, now.Sub(t).Seconds(), resources(used[p.Namespace]), resources(q.Spec.Min), room),
+				p.Namespace, p.Name, d.Seconds(), resources(used[p.Namespace]), resources(q.Spec.Min), room),
 				"pod "+p.Namespace+"/"+p.Name, "elasticquota "+q.Namespace+"/"+q.Name, "node "+room)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -132,18 +131,7 @@ func (k *KWOK) LogPath() string { return k.logPath }
 // registers it) and the KWOK annotation; KWOK then makes it Ready and renews
 // its Lease.
 func kwokNode(s NodeSpec) *v1.Node {
-	pods := s.Pods
-	if pods == "" {
-		pods = "110"
-	}
-	rl := v1.ResourceList{
-		v1.ResourceCPU:    resource.MustParse(s.CPU),
-		v1.ResourceMemory: resource.MustParse(s.Memory),
-		v1.ResourcePods:   resource.MustParse(pods),
-	}
-	for name, q := range s.Extended {
-		rl[v1.ResourceName(name)] = resource.MustParse(q)
-	}
+	rl := s.allocatable()
 	lbls := map[string]string{v1.LabelHostname: s.Name, v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64", "type": "kwok"}
 	for key, v := range s.Labels {
 		lbls[key] = v

@@ -26,9 +26,9 @@ type NodeSpec struct {
 	Taints      []v1.Taint
 }
 
-// CreateNode creates a Ready node with the given allocatable resources, as a
-// kubelet would register it (status is written with UpdateStatus).
-func CreateNode(ctx context.Context, c kubernetes.Interface, s NodeSpec) (*v1.Node, error) {
+// allocatable is the node's allocatable (and capacity): CPU, memory, pods
+// (110 unless set) and the extended resources.
+func (s NodeSpec) allocatable() v1.ResourceList {
 	pods := s.Pods
 	if pods == "" {
 		pods = "110"
@@ -41,6 +41,13 @@ func CreateNode(ctx context.Context, c kubernetes.Interface, s NodeSpec) (*v1.No
 	for k, q := range s.Extended {
 		rl[v1.ResourceName(k)] = resource.MustParse(q)
 	}
+	return rl
+}
+
+// CreateNode creates a Ready node with the given allocatable resources, as a
+// kubelet would register it (status is written with UpdateStatus).
+func CreateNode(ctx context.Context, c kubernetes.Interface, s NodeSpec) (*v1.Node, error) {
+	rl := s.allocatable()
 	labels := map[string]string{v1.LabelHostname: s.Name}
 	for k, v := range s.Labels {
 		labels[k] = v
