@@ -87,6 +87,7 @@ var (
 	_ fwk.PreFilterPlugin  = &Explain{}
 	_ fwk.PreScorePlugin   = &Explain{}
 	_ fwk.ReservePlugin    = &Explain{}
+	_ fwk.PreBindPlugin    = &Explain{}
 	_ fwk.PostFilterPlugin = &Explain{}
 	_ fwk.SignPlugin       = &Explain{}
 )
@@ -213,6 +214,9 @@ type cycleState struct {
 	// scored are the nodes the cycle scored (set by PreScore); nil: the
 	// cycle did not score.
 	scored []string
+	// placed is the placement's explanation (set by Reserve), written by
+	// PreBind.
+	placed *item
 }
 
 // Clone returns the same state: the scored set is written once per cycle.
@@ -256,7 +260,7 @@ func (pl *Explain) PreScore(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 
 // Reserve explains the placement, inside the scheduling cycle (Explain must
 // be the first Reserve plugin: later ones change state Filter and Score
-// read). The result is written off the scheduling goroutine.
+// read). The result is written off the scheduling goroutine, by PreBind.
 func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s := explaining(state)
 	if s == nil || !pl.withinBudget(ctx, pod) {
@@ -271,12 +275,34 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		return nil // an explanation never fails the cycle
 	}
 	explainDuration.WithLabelValues(OutcomePlaced).Observe(pl.now().Sub(start).Seconds())
-	pl.out.enqueue(ctx, pod, r, summarizePlaced(r))
+	explanations.WithLabelValues(r.Outcome).Inc()
+	s.placed = &item{pod: pod, result: r, summary: summarizePlaced(r)}
 	return nil
 }
 
 // Unreserve does nothing: the explanation describes the cycle's choice.
 func (pl *Explain) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {}
+
+// PreBindPreFlight: PreBind has work only for a pod explained at Reserve.
+// It may run beside other PreBind plugins.
+func (pl *Explain) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if s := explaining(state); s == nil || s.placed == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
+}
+
+// PreBind writes the placement's explanation in the binding cycle, before
+// the bind, retrying until writeTimeout: a pod is never bound with its
+// explanation still queued, which a leader that exits in between (its lease
+// lost) would leave unwritten for good, as the next leader does not explain
+// bound pods. A write that fails is logged and counted; the bind goes on.
+func (pl *Explain) PreBind(ctx context.Context, state fwk.CycleState, _ *v1.Pod, _ string) *fwk.Status {
+	if s := explaining(state); s != nil && s.placed != nil {
+		pl.out.write(ctx, klog.FromContext(ctx), *s.placed, true)
+	}
+	return nil
+}
 
 // PostFilter explains why a pod fits nowhere, from the cycle's own
 // statuses. Informational: it returns Unschedulable, so the next PostFilter

@@ -54,7 +54,8 @@ func (c countingFilter) Filter(context.Context, fwk.CycleState, *v1.Pod, fwk.Nod
 
 // sim is a real framework: NodeResourcesFit (LeastAllocated, weight 1),
 // NodeResourcesBalancedAllocation (weight 2), TaintToleration (weight 3), a
-// counting filter, and Explain at PreFilter, PreScore, Reserve, PostFilter.
+// counting filter, and Explain at PreFilter, PreScore, Reserve, PreBind,
+// PostFilter.
 type sim struct {
 	t        testing.TB
 	ctx      context.Context
@@ -115,7 +116,7 @@ func newSimWith(t testing.TB, args *config.ExplainArgs, before []tf.RegisterPlug
 				s.pl = p.(*Explain)
 			}
 			return p, err
-		}, "PreFilter", "PreScore", "Reserve", "PostFilter"))
+		}, "PreFilter", "PreScore", "Reserve", "PreBind", "PostFilter"))
 	f, err := tf.NewFramework(ctx, registrations, "berth",
 		frameworkruntime.WithClientSet(s.cs),
 		frameworkruntime.WithInformerFactory(informerFactory),
@@ -169,6 +170,7 @@ func (s *sim) schedule(pod *v1.Pod) cycleOutcome {
 		return cycleOutcome{}
 	case 1:
 		s.f.RunReservePluginsReserve(s.ctx, state, assumed(pod, feasible[0].Node().Name), feasible[0].Node().Name)
+		s.preBind(state, pod, feasible[0].Node().Name)
 		return cycleOutcome{node: feasible[0].Node().Name}
 	}
 	if st := s.f.RunPreScorePlugins(s.ctx, state, pod, feasible); !st.IsSuccess() {
@@ -187,7 +189,21 @@ func (s *sim) schedule(pod *v1.Pod) cycleOutcome {
 	if st := s.f.RunReservePluginsReserve(s.ctx, state, assumed(pod, best.Name), best.Name); !st.IsSuccess() {
 		s.t.Fatal(st)
 	}
+	s.preBind(state, pod, best.Name)
 	return cycleOutcome{node: best.Name, scores: scores}
+}
+
+// preBind runs the binding cycle up to Bind, as schedule_one.go does:
+// PreBindPreFlight, then PreBind (Permit admits every pod here).
+func (s *sim) preBind(state fwk.CycleState, pod *v1.Pod, node string) {
+	s.t.Helper()
+	p := assumed(pod, node)
+	if st := s.f.RunPreBindPreFlights(s.ctx, state, p, node); !st.IsSuccess() && !st.IsSkip() {
+		s.t.Fatal(st)
+	}
+	if st := s.f.RunPreBindPlugins(s.ctx, state, p, node); !st.IsSuccess() {
+		s.t.Fatal(st)
+	}
 }
 
 // assumed is the pod as the scheduler hands it to Reserve: a copy naming

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 )
@@ -16,9 +18,13 @@ const (
 	// queueSize bounds the explanations waiting to be written; past it they
 	// are dropped and counted (scheduling never waits for them).
 	queueSize = 256
-	// writeTimeout bounds one write.
+	// writeTimeout bounds one write (with its retries).
 	writeTimeout = 10 * time.Second
 )
+
+// writeBackoff spaces the retries of a placement's write: about 6s in all,
+// within writeTimeout.
+var writeBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 7, Cap: 2 * time.Second}
 
 type item struct {
 	pod     *v1.Pod
@@ -26,7 +32,8 @@ type item struct {
 	summary string
 }
 
-// writer writes explanations off the scheduling goroutine: the annotation
+// writer writes explanations off the scheduling goroutine (a pending pod's
+// from its queue, a placement's in the binding cycle): the annotation
 // by a merge patch of pods/status (which upstream's system:kube-scheduler
 // role may patch; pods it may not), and an event.
 type writer struct {
@@ -58,12 +65,15 @@ func (w *writer) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case it := <-w.queue:
-			w.write(ctx, logger, it)
+			w.write(ctx, logger, it, false)
 		}
 	}
 }
 
-func (w *writer) write(ctx context.Context, logger klog.Logger, it item) {
+// write writes one explanation: the annotation, then the event. retry: a
+// failed patch is tried again, with backoff, until writeTimeout (the binding
+// cycle's write of a placement; the queue's writes are tried once).
+func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry bool) {
 	b, err := encode(it.result)
 	if err != nil {
 		writes.WithLabelValues("error").Inc()
@@ -77,7 +87,13 @@ func (w *writer) write(ctx context.Context, logger klog.Logger, it item) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	_, err = w.fh.ClientSet().CoreV1().Pods(it.pod.Namespace).Patch(ctx, it.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	try := func(ctx context.Context) (bool, error) {
+		_, err = w.fh.ClientSet().CoreV1().Pods(it.pod.Namespace).Patch(ctx, it.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+		return err == nil || apierrors.IsNotFound(err) || !retry, nil
+	}
+	if waitErr := wait.ExponentialBackoffWithContext(ctx, writeBackoff, try); waitErr != nil && err == nil {
+		err = waitErr
+	}
 	if err != nil {
 		writes.WithLabelValues("error").Inc()
 		logger.Error(err, "Explain: writing the explanation", "pod", klog.KObj(it.pod))
