@@ -263,7 +263,11 @@ func (pl *Explain) PreScore(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 // read). The result is written off the scheduling goroutine, by PreBind.
 func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	s := explaining(state)
-	if s == nil || !pl.withinBudget(ctx, pod) {
+	if s == nil {
+		return nil
+	}
+	s.placed = nil // a Reserve that an earlier Unreserve reverted left nothing behind
+	if !pl.withinBudget(ctx, pod) {
 		return nil
 	}
 	pl.lastPending.Delete(pod.UID)
@@ -280,20 +284,27 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	return nil
 }
 
-// Unreserve does nothing: the explanation describes the cycle's choice.
-func (pl *Explain) Unreserve(context.Context, fwk.CycleState, *v1.Pod, string) {}
+// Unreserve drops the placement's explanation, not yet written: the pod is
+// not bound there.
+func (pl *Explain) Unreserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) {
+	if s := explaining(state); s != nil {
+		s.placed = nil
+	}
+}
 
 // PreBindPreFlight: PreBind has work only for a pod explained at Reserve.
 // It may run beside other PreBind plugins.
 func (pl *Explain) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	// AllowParallel with Skip too: a skipped plugin that does not allow it
+	// splits the parallel group around it.
 	if s := explaining(state); s == nil || s.placed == nil {
-		return nil, fwk.NewStatus(fwk.Skip)
+		return &fwk.PreBindPreFlightResult{AllowParallel: true}, fwk.NewStatus(fwk.Skip)
 	}
 	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
 }
 
 // PreBind writes the placement's explanation in the binding cycle, before
-// the bind, retrying until writeTimeout: a pod is never bound with its
+// the bind, retrying transient failures: a pod is never bound with its
 // explanation still queued, which a leader that exits in between (its lease
 // lost) would leave unwritten for good, as the next leader does not explain
 // bound pods. A write that fails is logged and counted; the bind goes on.

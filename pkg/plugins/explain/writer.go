@@ -3,6 +3,7 @@ package explain
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,9 +23,9 @@ const (
 	writeTimeout = 10 * time.Second
 )
 
-// writeBackoff spaces the retries of a placement's write: about 6s in all,
-// within writeTimeout.
-var writeBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 7, Cap: 2 * time.Second}
+// writeBackoff spaces the tries of a placement's write: six, 0.1 to 1.6s
+// apart (3.1s of waiting in all), within writeTimeout.
+var writeBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 6}
 
 type item struct {
 	pod     *v1.Pod
@@ -72,7 +73,19 @@ func (w *writer) run(ctx context.Context) {
 
 // write writes one explanation: the annotation, then the event. retry: a
 // failed patch is tried again, with backoff, until writeTimeout (the binding
-// cycle's write of a placement; the queue's writes are tried once).
+// cycle's write of a placement; the queue's writes are tried once), as
+// long as the error may pass: a network error, a timeout, 429 or 5xx.
+// transient: an error a later try may not see (the API server unreachable,
+// overloaded or timing out), as opposed to one it will (Forbidden, NotFound,
+// Invalid).
+func transient(err error) bool {
+	if status := apierrors.APIStatus(nil); !errors.As(err, &status) {
+		return true // no answer from the API server
+	}
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
+}
+
 func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry bool) {
 	b, err := encode(it.result)
 	if err != nil {
@@ -89,7 +102,7 @@ func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry b
 	defer cancel()
 	try := func(ctx context.Context) (bool, error) {
 		_, err = w.fh.ClientSet().CoreV1().Pods(it.pod.Namespace).Patch(ctx, it.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-		return err == nil || apierrors.IsNotFound(err) || !retry, nil
+		return err == nil || !retry || !transient(err), nil
 	}
 	if waitErr := wait.ExponentialBackoffWithContext(ctx, writeBackoff, try); waitErr != nil && err == nil {
 		err = waitErr
