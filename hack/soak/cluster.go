@@ -69,6 +69,11 @@ type sample struct {
 	Goroutines float64 `json:"goroutines"`
 	Leader     bool    `json:"leader"`
 	Start      int     `json:"start"`
+	// Pending is scheduler_pending_pods by queue; Attempts is
+	// scheduler_schedule_attempts_total by result (all profiles): what the
+	// leader was doing when a bound was missed.
+	Pending  map[string]float64 `json:"pending,omitempty"`
+	Attempts map[string]float64 `json:"attempts,omitempty"`
 }
 
 func (r *replica) logPath(start int) string {
@@ -157,7 +162,7 @@ func (cl *cluster) scrapeMetrics(ctx context.Context, r *replica) (sample, error
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return sample{}, fmt.Errorf("%s: %s", req.URL, resp.Status)
 	}
-	var out sample
+	out := sample{Pending: map[string]float64{}, Attempts: map[string]float64{}}
 	s := bufio.NewScanner(resp.Body)
 	s.Buffer(make([]byte, 1<<20), 1<<20)
 	for s.Scan() {
@@ -169,9 +174,23 @@ func (cl *cluster) scrapeMetrics(ctx context.Context, r *replica) (sample, error
 			out.Goroutines = lastFloat(line)
 		case strings.HasPrefix(line, "leader_election_master_status{"):
 			out.Leader = lastFloat(line) == 1
+		case strings.HasPrefix(line, "scheduler_pending_pods{"):
+			out.Pending[label(line, "queue")] += lastFloat(line)
+		case strings.HasPrefix(line, "scheduler_schedule_attempts_total{"):
+			out.Attempts[label(line, "result")] += lastFloat(line)
 		}
 	}
 	return out, s.Err()
+}
+
+// label is the value of a metric line's label name ("" if it has none).
+func label(line, name string) string {
+	_, rest, ok := strings.Cut(line, name+`="`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
 }
 
 func lastFloat(line string) float64 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,18 +23,26 @@ type faults struct {
 	nodes []string // node names it may act on, in creation order
 	seq   int
 	count map[string]int
-	// done: the undo timers still running.
+	// pending: the undo timers still running; gen: per fault kind and
+	// node, the latest fault's number, so that an earlier fault's undo
+	// does not end a later one on the same node early.
 	pending []func()
+	mu      sync.Mutex // serialises faults and their undo timers
+	gen     map[string]int
 }
 
 func newFaults(seed int64, cl *cluster, w *watcher, nodes []string) *faults {
-	return &faults{rng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), cl: cl, w: w, nodes: nodes, count: map[string]int{}}
+	return &faults{rng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), cl: cl, w: w, nodes: nodes, count: map[string]int{}, gen: map[string]int{}}
 }
 
 func (f *faults) node() string { return f.nodes[f.rng.IntN(len(f.nodes))] }
 
-// inject performs one random fault.
+// inject performs one random fault. It holds f.mu, as each undo timer does
+// while it checks that its fault is still the latest and undoes it: an old
+// timer cannot undo a fault applied after its check.
 func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	kinds := []string{"leader-kill", "api-outage", "node-add", "node-cordon", "node-delete", "node-refuse", "node-not-ready", "metrics-server-restart"}
 	weights := []int{2, 1, 2, 2, 1, 3, 2, 1}
 	total := 0
@@ -69,7 +78,7 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 	case "api-outage":
 		logf("fault api-outage: the replicas' path to the API server cut for %s", hold)
 		f.cl.proxy.Cut()
-		f.later(hold, func() {
+		f.later("api-outage", hold, func() {
 			f.cl.proxy.Restore()
 			f.w.faultEnded()
 			logf("fault api-outage: restored")
@@ -90,7 +99,7 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		if err := cordon(ctx, f.cl, node, true); err != nil {
 			return ignoreNotFound(err)
 		}
-		f.later(hold, func() { _ = cordon(context.Background(), f.cl, node, false) })
+		f.later(kind+"/"+node, hold, func() { _ = cordon(context.Background(), f.cl, node, false) })
 	case "node-delete":
 		logf("fault node-delete: %s", node)
 		return ignoreNotFound(c.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}))
@@ -99,13 +108,13 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		if err := f.cl.kwok.Refuse(ctx, node, reason, refusalMessage(reason)); err != nil {
 			return err
 		}
-		f.later(3*hold, func() { _ = f.cl.kwok.StopRefusing(context.Background(), node) })
+		f.later(kind+"/"+node, 3*hold, func() { _ = f.cl.kwok.StopRefusing(context.Background(), node) })
 	case "node-not-ready":
 		logf("fault node-not-ready: %s for %s", node, 3*hold)
 		if err := f.cl.kwok.SetNotReady(ctx, node, true); err != nil {
 			return ignoreNotFound(err)
 		}
-		f.later(3*hold, func() { _ = f.cl.kwok.SetNotReady(context.Background(), node, false) })
+		f.later(kind+"/"+node, 3*hold, func() { _ = f.cl.kwok.SetNotReady(context.Background(), node, false) })
 	case "metrics-server-restart":
 		if f.cl.ms == nil {
 			logf("fault metrics-server-restart: no metrics-server in this soak")
@@ -113,7 +122,7 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		}
 		logf("fault metrics-server-restart: down for %s", hold)
 		f.cl.ms.Stop()
-		f.later(hold, func() {
+		f.later(kind, hold, func() {
 			if err := f.cl.ms.Start(context.Background()); err != nil {
 				logf("metrics-server did not come back: %v", err)
 			}
@@ -130,11 +139,23 @@ func refusalMessage(reason string) string {
 	return "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices nvidia.com/gpu, which is unexpected"
 }
 
-func (f *faults) later(d time.Duration, undo func()) {
-	t := time.AfterFunc(d, undo)
+// later undoes the fault named key after d, unless a later fault of the same
+// key (kind and node) has started since: that one's undo ends it. f.mu is
+// held (inject).
+func (f *faults) later(key string, d time.Duration, undo func()) {
+	f.gen[key]++
+	gen := f.gen[key]
+	latest := func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.gen[key] == gen {
+			undo()
+		}
+	}
+	t := time.AfterFunc(d, latest)
 	f.pending = append(f.pending, func() {
 		if t.Stop() {
-			undo()
+			latest()
 		}
 	})
 }

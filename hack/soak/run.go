@@ -164,6 +164,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	loop(500*time.Millisecond, func() { cl.supervise(soakCtx) })
 	loop(5*time.Second, func() { cl.sampleAll(soakCtx) })
 	loop(3*time.Second, func() { w.check(cl.leader(soakCtx) != nil) })
+	loop(30*time.Second, func() { cl.logProgress(logf) })
 	// The generator and the faults run in this goroutine, in order.
 	fl := newFaults(o.seed, cl, w, names)
 	// Undo what is still in effect before the processes stop, also when
@@ -277,6 +278,30 @@ func (cl *cluster) sampleAll(ctx context.Context) {
 		r.mu.Lock()
 		r.samples = append(r.samples, s)
 		r.mu.Unlock()
+	}
+}
+
+// logProgress logs what the leader is doing: its queues and its scheduling
+// attempts per second by result since its previous sample, so that a missed
+// bound shows whether the leader was busy (a backlog) or idle (a stall).
+func (cl *cluster) logProgress(logf func(string, ...any)) {
+	for _, r := range cl.replicas {
+		r.mu.Lock()
+		n := len(r.samples)
+		var prev, last sample
+		if n >= 2 {
+			prev, last = r.samples[n-2], r.samples[n-1]
+		}
+		r.mu.Unlock()
+		if n < 2 || !last.Leader || prev.Start != last.Start || last.At <= prev.At {
+			continue
+		}
+		rate := func(result string) float64 {
+			return (last.Attempts[result] - prev.Attempts[result]) / (last.At - prev.At)
+		}
+		logf("leader %s: pending active=%.0f backoff=%.0f unschedulable=%.0f gated=%.0f; attempts/s scheduled=%.1f unschedulable=%.1f error=%.1f",
+			r.name, last.Pending["active"], last.Pending["backoff"], last.Pending["unschedulable"], last.Pending["gated"],
+			rate("scheduled"), rate("unschedulable"), rate("error"))
 	}
 }
 

@@ -330,6 +330,12 @@ func (w *watcher) check(replicasLeader bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
+	if !replicasLeader {
+		// No replica leads: the time without a leader is part of the
+		// fault (a kill, an outage, a lost lease), and the checks that
+		// wait after a fault wait from its end.
+		w.quiet = now
+	}
 	use := w.usage()
 	nodes := map[string]*v1.Node{}
 	for _, o := range w.nodes.List() {
@@ -338,8 +344,36 @@ func (w *watcher) check(replicasLeader bool) {
 	}
 	w.checkOvercommit(nodes, use)
 	w.checkGangs(now)
-	w.checkPods(now, nodes, use, replicasLeader)
-	w.checkQuotaMin(now, nodes, use)
+	// The oracles of liveness and reclaim count a pending pod nominated to
+	// a node (a preemptor waiting for its victims to leave) as using it:
+	// the scheduler keeps that room for it.
+	planned := w.withNominated(use)
+	w.checkPods(now, nodes, planned, replicasLeader)
+	w.checkQuotaMin(now, nodes, planned, replicasLeader)
+}
+
+// withNominated is use plus the requests of pending pods nominated to each
+// node.
+func (w *watcher) withNominated(use map[string]*nodeUse) map[string]*nodeUse {
+	out := make(map[string]*nodeUse, len(use))
+	for name, u := range use {
+		out[name] = u
+	}
+	for _, o := range w.pods.List() {
+		p := o.(*v1.Pod)
+		n := p.Status.NominatedNodeName
+		if n == "" || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || terminal(p) {
+			continue
+		}
+		u := &nodeUse{req: v1.ResourceList{}}
+		if cur := out[n]; cur != nil {
+			u.req, u.pods = cur.req.DeepCopy(), cur.pods
+		}
+		addTo(u.req, podRequests(p))
+		u.pods++
+		out[n] = u
+	}
+	return out
 }
 
 // 1. No node overcommitted by the kubelet's rule.
@@ -408,6 +442,14 @@ func (w *watcher) checkGangs(now time.Time) {
 		}
 		if ch := w.specChanged[key]; now.Sub(ch) < settle {
 			continue
+		}
+		// A leader killed or cut off while it bound the members leaves the
+		// rest to the next leader: the bound counts from the fault's end.
+		if now.Sub(w.quiet) < settle {
+			continue
+		}
+		if w.quiet.After(since) {
+			since = w.quiet
 		}
 		if now.Sub(since) > gangPartialBound {
 			sort.Strings(names)
@@ -580,6 +622,14 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 		}
 		return n
 	}
+	// members: the live members of each PodGroup (Coscheduling's count).
+	members := map[string]int{}
+	for _, o := range w.pods.List() {
+		p := o.(*v1.Pod)
+		if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && p.DeletionTimestamp == nil && !terminal(p) {
+			members[p.Namespace+"/"+g]++
+		}
+	}
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
 		id := p.Namespace + "/" + p.Name
@@ -608,8 +658,10 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 			continue
 		}
 		// 7. Every pending pod has a reason (PodScheduled False) once
-		// the scheduler had time to try it.
-		if cond := scheduledCondition(p); cond == nil && settled && now.Sub(p.CreationTimestamp.Time) > unconditionedBound && now.Sub(w.quiet) > unconditionedBound {
+		// the scheduler had time to try it; a gang member Coscheduling
+		// keeps out of the queue (no PodGroup, or fewer members than
+		// minMember) is never tried, so it has none.
+		if cond := scheduledCondition(p); cond == nil && settled && now.Sub(p.CreationTimestamp.Time) > unconditionedBound && now.Sub(w.quiet) > unconditionedBound && !w.heldBeforeQueue(p, members) {
 			w.violate("unconditioned/"+string(p.UID), "7-nothing-lost", fmt.Sprintf("pod %s pending %.0fs with no PodScheduled condition", id, now.Sub(p.CreationTimestamp.Time).Seconds()), "pod "+id)
 		}
 		// 4. Liveness: a pod in the namespace without quota, gang or
@@ -626,33 +678,53 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 	}
 }
 
+// heldBeforeQueue: a gang member whose PodGroup does not exist or has fewer
+// live members than minMember (Coscheduling's PreEnqueue holds it).
+func (w *watcher) heldBeforeQueue(p *v1.Pod, members map[string]int) bool {
+	g := p.Labels[schedv1alpha1.PodGroupLabel]
+	if g == "" {
+		return false
+	}
+	o, ok, _ := w.groups.GetByKey(p.Namespace + "/" + g)
+	if !ok {
+		return true
+	}
+	return members[p.Namespace+"/"+g] < int(o.(*schedv1alpha1.PodGroup).Spec.MinMember)
+}
+
 // 3b. A namespace below its min with a pending pod that fits its min gets
 // it within quotaMinBound, where reclaim can make room: some node's free
 // room plus what borrowers (namespaces above their min) hold there fits it.
-func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse) {
-	if now.Sub(w.quiet) < settle {
+func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse, leader bool) {
+	if now.Sub(w.quiet) < settle || !leader {
+		for k := range w.since {
+			if strings.HasPrefix(k, "min/") {
+				delete(w.since, k)
+			}
+		}
 		return
 	}
-	borrowing := map[string]bool{}
 	used := map[string]v1.ResourceList{}
 	for _, o := range w.quotas.List() {
 		q := o.(*schedv1alpha1.ElasticQuota)
 		used[q.Namespace] = w.namespaceUse(q.Namespace)
-		for r, min := range q.Spec.Min {
-			if u := used[q.Namespace][r]; u.Cmp(min) > 0 {
-				borrowing[q.Namespace] = true
-			}
-		}
 	}
-	// What borrowers hold per node.
-	reclaimable := map[string]v1.ResourceList{}
+	// The pods of quota namespaces per node, smallest first: what reclaim
+	// may take there (reclaimable).
+	quotaPods := map[string]map[string][]v1.ResourceList{} // node -> namespace -> pod requests
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
-		if active(p) && borrowing[p.Namespace] {
-			if reclaimable[p.Spec.NodeName] == nil {
-				reclaimable[p.Spec.NodeName] = v1.ResourceList{}
-			}
-			addTo(reclaimable[p.Spec.NodeName], podRequests(p))
+		if !active(p) || p.DeletionTimestamp != nil || used[p.Namespace] == nil {
+			continue
+		}
+		if quotaPods[p.Spec.NodeName] == nil {
+			quotaPods[p.Spec.NodeName] = map[string][]v1.ResourceList{}
+		}
+		quotaPods[p.Spec.NodeName][p.Namespace] = append(quotaPods[p.Spec.NodeName][p.Namespace], podRequests(p))
+	}
+	for _, byNS := range quotaPods {
+		for _, reqs := range byNS {
+			sort.Slice(reqs, func(i, j int) bool { return reqs[i].Cpu().Cmp(*reqs[j].Cpu()) < 0 })
 		}
 	}
 	for _, o := range w.pods.List() {
@@ -668,13 +740,55 @@ func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use ma
 			delete(w.since, key)
 			continue
 		}
-		room := w.nodeWithRoom(p, req, nodes, use, reclaimable, 0, now)
+		room := w.nodeWithRoom(p, req, nodes, use, w.reclaimable(p, req, quotaPods, used), 0, now)
 		if d := w.held(key, room != "", now); d > quotaMinBound {
 			w.violate(key, "3-quota", fmt.Sprintf("pod %s/%s pending %.0fs while its namespace is below min (uses %s of min %s) and node %s has room with reclaim",
 				p.Namespace, p.Name, d.Seconds(), resources(used[p.Namespace]), resources(q.Spec.Min), room),
 				"pod "+p.Namespace+"/"+p.Name, "elasticquota "+q.Namespace+"/"+q.Name, "node "+room)
 		}
 	}
+}
+
+// reclaimable is, per node, what ElasticQuota's reclaim may free there for
+// the pending pod p (requests req), by the plugin's rule: another
+// namespace's pod may be taken while that namespace is above its min in a
+// resource p asks for, counting the pods taken before it (the last one
+// taken may leave it below its min; what it frees in other resources is a
+// side effect).
+func (w *watcher) reclaimable(p *v1.Pod, req v1.ResourceList, quotaPods map[string]map[string][]v1.ResourceList, used map[string]v1.ResourceList) map[string]v1.ResourceList {
+	out := map[string]v1.ResourceList{}
+	for node, byNS := range quotaPods {
+		freed := v1.ResourceList{}
+		for ns, reqs := range byNS {
+			q := w.quotaOf(ns)
+			if ns == p.Namespace || q == nil {
+				continue
+			}
+			taken := v1.ResourceList{}
+			borrows := func() bool {
+				for r, min := range q.Spec.Min {
+					if want := req[r]; want.IsZero() {
+						continue
+					}
+					left := used[ns][r].DeepCopy()
+					left.Sub(taken[r])
+					if left.Cmp(min) > 0 {
+						return true
+					}
+				}
+				return false
+			}
+			for _, r := range reqs {
+				if !borrows() {
+					break
+				}
+				addTo(taken, r)
+			}
+			addTo(freed, taken)
+		}
+		out[node] = freed
+	}
+	return out
 }
 
 func resources(rl v1.ResourceList) string {
