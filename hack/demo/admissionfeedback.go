@@ -23,16 +23,16 @@ import (
 const loopWindow = 3 * time.Second
 
 func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, timeout time.Duration) ([]outcome, error) {
-	rc, err := sandbox.StartRefusalCluster(ctx, c, "demo")
+	rc, err := StartRefusalCluster(ctx, c, "demo")
 	if err != nil {
 		return nil, err
 	}
 	// The stand-ins' watches end with the scenario; their pods and nodes
 	// stay for DEMO_KEEP=1.
 	defer rc.Stop()
-	step("admissionfeedback: %s (the roomiest of three nodes) refuses every pod at admission: %s", rc.BlackHole, sandbox.RefusalReason)
+	step("admissionfeedback: %s (the roomiest of three nodes) refuses every pod at admission: %s", rc.BlackHole, RefusalReason)
 
-	loop, err := sandbox.StartReplacer(ctx, c, rc.PodSpec(ns, "loop-web", "default-scheduler"), 1)
+	loop, err := StartReplacer(ctx, c, rc.PodSpec(ns, "loop-web", "default-scheduler"), 1)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +49,7 @@ func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, timeout t
 		return nil, err
 	}
 
-	af, err := sandbox.StartReplacer(ctx, c, rc.PodSpec(ns, "af-web", "berth-admissionfeedback"), 1)
+	af, err := StartReplacer(ctx, c, rc.PodSpec(ns, "af-web", "berth-admissionfeedback"), 1)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +86,7 @@ func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, timeout t
 
 // refusedOf counts the pods named prefix* the black hole refused, and names
 // the last.
-func refusedOf(rc *sandbox.RefusalCluster, prefix string) (n int, last string) {
+func refusedOf(rc *RefusalCluster, prefix string) (n int, last string) {
 	for _, p := range rc.Kubelet.RefusedPods() {
 		if name, ok := strings.CutPrefix(p, ns+"/"); ok && strings.HasPrefix(name, prefix) {
 			n, last = n+1, name

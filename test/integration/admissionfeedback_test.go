@@ -14,18 +14,19 @@ import (
 	"github.com/berth-scheduler/berth/test/integration/framework"
 )
 
-// refusalCluster starts a sandbox.RefusalCluster for the spec.
+// refusalCluster starts a sandbox.RefusalCluster (KWOK nodes) for the spec.
 func refusalCluster(ctx SpecContext, id string) *sandbox.RefusalCluster {
-	rc, err := sandbox.StartRefusalCluster(ctx, env.Client, id)
+	rc, err := sandbox.StartRefusalCluster(ctx, kwok, id)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(rc.Close)
 	return rc
 }
 
-// replicaSet starts a stand-in ReplicaSet controller of one replica for
-// profile on rc's nodes; it stops and its pods go when the spec ends.
-func replicaSet(ctx SpecContext, rc *sandbox.RefusalCluster, ns, name, profile string) *sandbox.Replacer {
-	r, err := sandbox.StartReplacer(ctx, env.Client, rc.PodSpec(ns, name, profile), 1)
+// replicaSet creates a ReplicaSet of one replica for profile on rc's nodes,
+// run by kube-controller-manager's ReplicaSet controller; it and its pods go
+// when the spec ends.
+func replicaSet(ctx SpecContext, rc *sandbox.RefusalCluster, ns, name, profile string) *sandbox.ReplicaSet {
+	r, err := sandbox.CreateReplicaSet(ctx, env.Client, rc.PodSpec(ns, name, profile), 1)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(r.Close)
 	return r
@@ -38,10 +39,11 @@ var _ = Describe("AdmissionFeedback", func() {
 		rc := refusalCluster(ctx, "loop")
 		start := time.Now()
 		replicaSet(ctx, rc, ns, "loop-web", "default-scheduler")
-		// Until 30 s or 50 refusals: the loop is as fast as the API server.
-		Eventually(rc.Kubelet.Refused).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 50))
-		GinkgoWriter.Printf("default profile: %d refusals of one ReplicaSet's pods by %s in %s\n",
-			rc.Kubelet.Refused(), rc.BlackHole, time.Since(start).Round(time.Millisecond))
+		// Until 30 s or 50 refusals: the loop is as fast as the ReplicaSet
+		// controller, the scheduler and the kubelet's admission.
+		Eventually(rc.RefusedCount(ctx)).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 50))
+		n, _ := rc.RefusedCount(ctx)()
+		GinkgoWriter.Printf("default profile: %d refusals of one ReplicaSet's pods by %s in %s\n", n, rc.BlackHole, time.Since(start).Round(time.Millisecond))
 	})
 
 	It("lets the node refuse a controller's pod once: the replacement lands on another node, with an event saying why", func(ctx SpecContext) {
@@ -49,36 +51,61 @@ var _ = Describe("AdmissionFeedback", func() {
 		before, err := framework.Counter("berth_admissionfeedback_refusals_total", map[string]string{"reason": sandbox.RefusalReason})
 		Expect(err).NotTo(HaveOccurred())
 		r := replicaSet(ctx, rc, ns, "once-web", "berth-admissionfeedback")
-		Eventually(rc.Kubelet.Refused).Should(Equal(1))
-		Eventually(func() int { return len(r.Pods()) }).Should(Equal(2))
-		replacement := r.Latest()
+		Eventually(rc.RefusedCount(ctx)).Should(Equal(1))
+		refused, err := rc.Refused(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		// The controller's replacement, the one pod still active.
+		Eventually(r.Active(ctx)).Should(HaveLen(1))
+		replacement := must(r.Active(ctx)())[0]
 		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, replacement)).Should(BeElementOf(rc.Others))
-		Consistently(rc.Kubelet.Refused).WithTimeout(3 * time.Second).Should(Equal(1))
+		Consistently(rc.RefusedCount(ctx)).WithTimeout(3 * time.Second).Should(Equal(1))
 		Eventually(sandbox.EventsFor(ctx, env.Client, ns, replacement, "NodeRefusedSibling")).Should(ContainElement(
 			WithTransform(func(e v1.Event) string { return e.Message }, And(
-				HavePrefix(fmt.Sprintf("Skipping node %s refused pod %s/%s of ReplicaSet %s/once-web", rc.BlackHole, ns, r.Pods()[0], ns)),
+				HavePrefix(fmt.Sprintf("Skipping node %s refused pod %s of ReplicaSet %s/once-web", rc.BlackHole, refused[0], ns)),
 				ContainSubstring(sandbox.RefusalReason+" ("+sandbox.RefusalMessage+")")))))
 		Expect(framework.Counter("berth_admissionfeedback_refusals_total", map[string]string{"reason": sandbox.RefusalReason})).To(Equal(before + 1))
 
 		By("a new pod of the controller still avoids the node")
-		name, err := r.Create(ctx)
+		name, err := r.ScaleUp(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, name)).Should(BeElementOf(rc.Others))
-		Expect(rc.Kubelet.Refused()).To(Equal(1))
+		Expect(rc.RefusedCount(ctx)()).To(Equal(1))
 
 		By("the device plugin recovers: the node's allocatable changes, and the controller's next pod may go there again")
-		rc.Kubelet.SetRefusing(false)
-		node, err := env.Client.CoreV1().Nodes().Get(ctx, rc.BlackHole, metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		node.Status.Allocatable["example.com/gpu"] = resource.MustParse("8")
-		node.Status.Capacity["example.com/gpu"] = resource.MustParse("8")
-		_, err = env.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
-		Expect(err).NotTo(HaveOccurred())
+		Expect(rc.StopRefusing(ctx)).To(Succeed())
+		Eventually(func() error {
+			node, err := env.Client.CoreV1().Nodes().Get(ctx, rc.BlackHole, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			node.Status.Allocatable["example.com/gpu"] = resource.MustParse("8")
+			node.Status.Capacity["example.com/gpu"] = resource.MustParse("8")
+			_, err = env.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+			return err // a conflict with KWOK's heartbeat is tried again
+		}).Should(Succeed())
+		// KWOK learns of the end of the refusals through its watch: a pod
+		// bound there before it did is refused once more, and the next
+		// pod then goes elsewhere for the refusal TTL. So each try scales
+		// up until a pod runs on the recovered node.
 		Eventually(func(g Gomega) {
-			name, err := r.Create(ctx)
+			name, err := r.ScaleUp(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, name)).ShouldNot(BeEmpty())
-			g.Expect(sandbox.NodeNameOf(ctx, env.Client, ns, name)()).To(Equal(rc.BlackHole))
+			g.Eventually(func() (v1.PodPhase, error) {
+				p, err := env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil || p.Spec.NodeName == "" {
+					return "", err
+				}
+				return p.Status.Phase, nil
+			}).Should(Or(Equal(v1.PodRunning), Equal(v1.PodFailed)))
+			p, err := env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Spec.NodeName).To(Equal(rc.BlackHole))
+			g.Expect(p.Status.Phase).To(Equal(v1.PodRunning), "the recovered node admitted the pod")
 		}).Should(Succeed())
 	})
 })
+
+func must[T any](v T, err error) T {
+	Expect(err).NotTo(HaveOccurred())
+	return v
+}

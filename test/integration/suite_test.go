@@ -25,6 +25,12 @@ var (
 	metricsServer *sandbox.MetricsServer
 	// hold holds pods at Permit for the binding-race specs.
 	hold = &framework.Hold{}
+	// controllers is kube-controller-manager with the ReplicaSet
+	// controller (the AdmissionFeedback specs' pods are a real
+	// ReplicaSet's); kwok plays the kubelets of the nodes created through
+	// it (sandbox.KWOK), the other specs' hand-made nodes have none.
+	controllers *sandbox.ControllerManager
+	kwok        *sandbox.KWOK
 )
 
 func TestIntegration(t *testing.T) {
@@ -54,6 +60,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	metricsServer, err = sandbox.StartMetricsServer(ctx, env, os.Getenv("BERTH_METRICS_SERVER_BIN"))
 	Expect(err).NotTo(HaveOccurred())
+	// Only the controllers the specs rely on: no garbage collector (the
+	// Coscheduling specs' pods name owners that do not exist) and no node
+	// lifecycle controller (the hand-made nodes have no kubelet heartbeat).
+	controllers, err = sandbox.StartControllerManager(ctx, env, filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"),
+		sandbox.ControllerManagerOptions{Controllers: []string{"serviceaccount", "replicaset"}})
+	Expect(err).NotTo(HaveOccurred())
+	kwok, err = sandbox.StartKWOK(ctx, env, os.Getenv("BERTH_KWOK_BIN"), os.Getenv("BERTH_KWOK_CRDS"))
+	Expect(err).NotTo(HaveOccurred())
 	// The scheduler outlives this node's context: it is stopped in AfterSuite.
 	// Its plugins are Berth's production ones, LoadAware reading metrics.k8s.io
 	// with the scheduler's kubeconfig, plus the test-only TestHold.
@@ -69,6 +83,12 @@ var _ = AfterSuite(func() {
 	}
 	if metricsServer != nil {
 		metricsServer.Close()
+	}
+	if kwok != nil {
+		kwok.Stop()
+	}
+	if controllers != nil {
+		controllers.Stop()
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())

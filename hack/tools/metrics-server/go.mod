@@ -1,6 +1,9 @@
 // metrics-server for the sandbox and the integration suites (make
 // envtest-bin builds it). It pins its own Kubernetes libraries, so it is
-// built from this module of its own, outside Berth's replace block.
+// built from this module of its own, outside Berth's replace block. Not
+// aligned with Berth's versions (hack/align-tools): built against Kubernetes
+// 0.37 libraries it panics at start-up (its generated OpenAPI definitions
+// predate them: "cannot find model definition for ...NodeMetrics").
 module github.com/berth-scheduler/berth/hack/tools/metrics-server
 
 go 1.26

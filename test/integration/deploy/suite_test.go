@@ -21,8 +21,12 @@ var (
 	// metricsServer is the real metrics-server behind the API server's
 	// aggregation layer (the RBAC specs' hotNode).
 	metricsServer *sandbox.MetricsServer
-	root          string
-	schedulerBin  string
+	// controllers runs the ReplicaSet controller, kwok the kubelets of
+	// the AdmissionFeedback spec's nodes (see test/integration's suite).
+	controllers  *sandbox.ControllerManager
+	kwok         *sandbox.KWOK
+	root         string
+	schedulerBin string
 )
 
 func TestDeploy(t *testing.T) {
@@ -47,11 +51,22 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	metricsServer, err = sandbox.StartMetricsServer(ctx, env, os.Getenv("BERTH_METRICS_SERVER_BIN"))
 	Expect(err).NotTo(HaveOccurred())
+	controllers, err = sandbox.StartControllerManager(ctx, env, filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"),
+		sandbox.ControllerManagerOptions{Controllers: []string{"serviceaccount", "replicaset"}})
+	Expect(err).NotTo(HaveOccurred())
+	kwok, err = sandbox.StartKWOK(ctx, env, os.Getenv("BERTH_KWOK_BIN"), os.Getenv("BERTH_KWOK_CRDS"))
+	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(2*time.Minute))
 
 var _ = AfterSuite(func() {
 	if metricsServer != nil {
 		metricsServer.Close()
+	}
+	if kwok != nil {
+		kwok.Stop()
+	}
+	if controllers != nil {
+		controllers.Stop()
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
