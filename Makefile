@@ -221,8 +221,12 @@ SOAK_RUN = $(TOOL_BUILD_CMD) -o $(BIN)/berth-soak ./hack/soak && $(BIN)/berth-so
 	--kwok $(KWOK) --kwok-crds $(KWOK_CRDS) --metrics-server $(METRICS_SERVER)
 
 .PHONY: soak
-soak: build envtest-bin ## Soak: two Berth replicas, real kube-controller-manager, SOAK_NODES KWOK nodes, a seeded random workload with faults, invariants checked from the API (SOAK_MINUTES=20 SOAK_NODES=1000 SOAK_SEED=0: a new seed); writes bin/soak/report.md.
-	$(SOAK_RUN) --minutes $(SOAK_MINUTES) --nodes $(SOAK_NODES) --seed $(SOAK_SEED) --out $(SOAK_OUT)
+soak: build envtest-bin ## Soak: two Berth replicas, real kube-controller-manager, SOAK_NODES KWOK nodes, a seeded random workload with faults, invariants checked from the API (SOAK_MINUTES=20 SOAK_NODES=1000 SOAK_SEED=0: a new seed); writes bin/soak/report.md and the replicas' RSS chart rss.svg.
+	rc=0; $(SOAK_RUN) --minutes $(SOAK_MINUTES) --nodes $(SOAK_NODES) --seed $(SOAK_SEED) --out $(SOAK_OUT) || rc=$$?; \
+	if [ -f $(SOAK_OUT)/report.json ]; then \
+		(cd hack/tools/benchreport && $(GO) run . -soak $(SOAK_OUT)/report.json -soak-chart $(SOAK_OUT)/rss.svg) && echo ">> wrote $(SOAK_OUT)/rss.svg"; \
+	fi; \
+	exit $$rc
 
 .PHONY: test-soak
 test-soak: build envtest-bin ## The 3-minute soak of make test: seed 1, 200 nodes, a fault every 15s; fails on any violation (docs/soak.md).
