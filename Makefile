@@ -222,9 +222,10 @@ SOAK_RUN = $(TOOL_BUILD_CMD) -o $(BIN)/berth-soak ./hack/soak && $(BIN)/berth-so
 
 .PHONY: soak
 soak: build envtest-bin ## Soak: two Berth replicas, real kube-controller-manager, SOAK_NODES KWOK nodes, a seeded random workload with faults, invariants checked from the API (SOAK_MINUTES=20 SOAK_NODES=1000 SOAK_SEED=0: a new seed); writes bin/soak/report.md and the replicas' RSS chart rss.svg.
-	rc=0; $(SOAK_RUN) --minutes $(SOAK_MINUTES) --nodes $(SOAK_NODES) --seed $(SOAK_SEED) --out $(SOAK_OUT) || rc=$$?; \
-	if [ -f $(SOAK_OUT)/report.json ]; then \
-		(cd hack/tools/benchreport && $(GO) run . -soak $(SOAK_OUT)/report.json -soak-chart $(SOAK_OUT)/rss.svg) && echo ">> wrote $(SOAK_OUT)/rss.svg"; \
+	rm -f $(abspath $(SOAK_OUT))/report.json $(abspath $(SOAK_OUT))/rss.svg
+	rc=0; $(SOAK_RUN) --minutes $(SOAK_MINUTES) --nodes $(SOAK_NODES) --seed $(SOAK_SEED) --out $(abspath $(SOAK_OUT)) || rc=$$?; \
+	if [ -f $(abspath $(SOAK_OUT))/report.json ]; then \
+		(cd hack/tools/benchreport && $(GO) run . -soak $(abspath $(SOAK_OUT))/report.json -soak-chart $(abspath $(SOAK_OUT))/rss.svg) && echo ">> wrote $(abspath $(SOAK_OUT))/rss.svg"; \
 	fi; \
 	exit $$rc
 

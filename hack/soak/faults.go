@@ -123,9 +123,13 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		logf("fault metrics-server-restart: down for %s", hold)
 		f.cl.ms.Stop()
 		f.later(kind, hold, func() {
-			if err := f.cl.ms.Start(context.Background()); err != nil {
-				logf("metrics-server did not come back: %v", err)
-			}
+			// Its start waits up to a minute for metrics to be served:
+			// not under f.mu, which the generator's goroutine needs.
+			go func() {
+				if err := f.cl.ms.Start(context.Background()); err != nil {
+					logf("metrics-server did not come back: %v", err)
+				}
+			}()
 		})
 	}
 	return nil

@@ -161,7 +161,7 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %.0f | %+.2f | %.0f | %+.1f | %.1f |\n", rr.Name, rr.Starts, strings.Join(cs, ", "), rr.MeanRSSMiB, rr.RSSSlopeMiBPerMin, rr.MeanRoutines, rr.GoroutineSlopePerMin, rr.SlopeWindowMinutes)
 	}
 	b.WriteString("\nSlopes: least squares over the last half of the soak, of the process start that ran longest in it.\n")
-	b.WriteString("\nRSS over time: ![the replicas' RSS](rss.svg) (`make soak` draws it beside this file with hack/tools/benchreport).\n")
+	b.WriteString("\nRSS over time: ![the replicas' RSS](rss.svg) (`make soak` draws it beside this file with hack/tools/benchreport; `make test-soak` does not).\n")
 	if len(r.Violations) > 0 {
 		b.WriteString("\n## Violations\n\n| at (s) | invariant | what | objects |\n| --- | --- | --- | --- |\n")
 		for _, v := range r.Violations {

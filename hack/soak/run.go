@@ -163,7 +163,15 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	}
 	loop(500*time.Millisecond, func() { cl.supervise(soakCtx) })
 	loop(5*time.Second, func() { cl.sampleAll(soakCtx) })
-	loop(3*time.Second, func() { w.check(cl.leader(soakCtx) != nil) })
+	loop(3*time.Second, func() {
+		// A replica that does not answer its scrape may be a starved
+		// leader: the checks go on (they would hide a stall otherwise).
+		r, known := cl.leaderKnown(soakCtx)
+		if r == nil && !known {
+			logf("watcher: a replica did not answer its scrape; checking as if it led")
+		}
+		w.check(r != nil || !known)
+	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
 	// The generator and the faults run in this goroutine, in order.
 	fl := newFaults(o.seed, cl, w, names)
@@ -305,19 +313,32 @@ func (cl *cluster) logProgress(logf func(string, ...any)) {
 	}
 }
 
-// leader is the replica whose last scrape said it leads and that still runs.
+// leader is the running replica whose scrape says it leads; nil if none.
 func (cl *cluster) leader(ctx context.Context) *replica {
+	r, _ := cl.leaderKnown(ctx)
+	return r
+}
+
+// leaderKnown is leader, and whether every running replica answered its
+// scrape: a replica too starved to answer may be the leader, so "no
+// leader" is only known when all of them said they do not lead.
+func (cl *cluster) leaderKnown(ctx context.Context) (*replica, bool) {
+	known := true
 	for _, r := range cl.replicas {
 		p, _ := r.current()
 		if p == nil || p.Exited() {
 			continue
 		}
 		s, err := cl.scrapeMetrics(ctx, r)
-		if err == nil && s.Leader {
-			return r
+		if err != nil {
+			known = false
+			continue
+		}
+		if s.Leader {
+			return r, true
 		}
 	}
-	return nil
+	return nil, known
 }
 
 func (cl *cluster) stop() {

@@ -704,29 +704,46 @@ func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use ma
 		}
 		return
 	}
-	used := map[string]v1.ResourceList{}
+	// used: each quota namespace's use; staying: the same without pods
+	// being deleted (the plugin's borrowing test subtracts those).
+	used, staying := map[string]v1.ResourceList{}, map[string]v1.ResourceList{}
 	for _, o := range w.quotas.List() {
 		q := o.(*schedv1alpha1.ElasticQuota)
 		used[q.Namespace] = w.namespaceUse(q.Namespace)
+		staying[q.Namespace] = v1.ResourceList{}
 	}
-	// The pods of quota namespaces per node, smallest first: what reclaim
-	// may take there (reclaimable).
-	quotaPods := map[string]map[string][]v1.ResourceList{} // node -> namespace -> pod requests
+	// The pods of quota namespaces per node, least important first (lower
+	// priority, then started later), the order the plugin takes victims in.
+	quotaPods := map[string]map[string][]quotaPod{} // node -> namespace -> pods
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
 		if !active(p) || p.DeletionTimestamp != nil || used[p.Namespace] == nil {
 			continue
 		}
+		req := podRequests(p)
+		addTo(staying[p.Namespace], req)
 		if quotaPods[p.Spec.NodeName] == nil {
-			quotaPods[p.Spec.NodeName] = map[string][]v1.ResourceList{}
+			quotaPods[p.Spec.NodeName] = map[string][]quotaPod{}
 		}
-		quotaPods[p.Spec.NodeName][p.Namespace] = append(quotaPods[p.Spec.NodeName][p.Namespace], podRequests(p))
+		qp := quotaPod{req: req, priority: corev1helpers.PodPriority(p), started: p.CreationTimestamp.Time}
+		if p.Status.StartTime != nil {
+			qp.started = p.Status.StartTime.Time
+		}
+		quotaPods[p.Spec.NodeName][p.Namespace] = append(quotaPods[p.Spec.NodeName][p.Namespace], qp)
 	}
 	for _, byNS := range quotaPods {
-		for _, reqs := range byNS {
-			sort.Slice(reqs, func(i, j int) bool { return reqs[i].Cpu().Cmp(*reqs[j].Cpu()) < 0 })
+		for _, pods := range byNS {
+			sort.SliceStable(pods, func(i, j int) bool {
+				if pods[i].priority != pods[j].priority {
+					return pods[i].priority < pods[j].priority
+				}
+				return pods[i].started.After(pods[j].started)
+			})
 		}
 	}
+	// What reclaim frees depends on the pending pod's namespace and the
+	// resources it asks for: computed once per such pair in a check.
+	cache := map[string]map[string]v1.ResourceList{}
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
 		key := "min/" + string(p.UID)
@@ -740,7 +757,13 @@ func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use ma
 			delete(w.since, key)
 			continue
 		}
-		room := w.nodeWithRoom(p, req, nodes, use, w.reclaimable(p, req, quotaPods, used), 0, now)
+		ck := p.Namespace + "|" + requested(req)
+		extra, ok := cache[ck]
+		if !ok {
+			extra = w.reclaimable(p.Namespace, req, quotaPods, staying)
+			cache[ck] = extra
+		}
+		room := w.nodeWithRoom(p, req, nodes, use, extra, 0, now)
 		if d := w.held(key, room != "", now); d > quotaMinBound {
 			w.violate(key, "3-quota", fmt.Sprintf("pod %s/%s pending %.0fs while its namespace is below min (uses %s of min %s) and node %s has room with reclaim",
 				p.Namespace, p.Name, d.Seconds(), resources(used[p.Namespace]), resources(q.Spec.Min), room),
@@ -749,19 +772,40 @@ func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use ma
 	}
 }
 
-// reclaimable is, per node, what ElasticQuota's reclaim may free there for
-// the pending pod p (requests req), by the plugin's rule: another
-// namespace's pod may be taken while that namespace is above its min in a
-// resource p asks for, counting the pods taken before it (the last one
-// taken may leave it below its min; what it frees in other resources is a
-// side effect).
-func (w *watcher) reclaimable(p *v1.Pod, req v1.ResourceList, quotaPods map[string]map[string][]v1.ResourceList, used map[string]v1.ResourceList) map[string]v1.ResourceList {
+// quotaPod is a bound pod of a quota namespace, as reclaim orders victims.
+type quotaPod struct {
+	req      v1.ResourceList
+	priority int32
+	started  time.Time
+}
+
+// requested names the resources req asks for, sorted.
+func requested(req v1.ResourceList) string {
+	var names []string
+	for r, q := range req {
+		if !q.IsZero() {
+			names = append(names, string(r))
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+
+// reclaimable is, per node, what ElasticQuota's reclaim may free there for a
+// pending pod of namespace ns asking for req, by the plugin's rule: another
+// namespace's pod may be taken while that namespace (without its pods
+// being deleted: staying) is above its min in a resource the pod asks for,
+// counting the pods taken before it there, least important first (the last
+// one taken may leave it below its min; what it frees in other resources is
+// a side effect). Victims the plugin would take on other nodes for the same
+// preemptor are not counted against the namespace: an upper bound per node.
+func (w *watcher) reclaimable(ns string, req v1.ResourceList, quotaPods map[string]map[string][]quotaPod, staying map[string]v1.ResourceList) map[string]v1.ResourceList {
 	out := map[string]v1.ResourceList{}
 	for node, byNS := range quotaPods {
 		freed := v1.ResourceList{}
-		for ns, reqs := range byNS {
-			q := w.quotaOf(ns)
-			if ns == p.Namespace || q == nil {
+		for other, pods := range byNS {
+			q := w.quotaOf(other)
+			if other == ns || q == nil {
 				continue
 			}
 			taken := v1.ResourceList{}
@@ -770,7 +814,7 @@ func (w *watcher) reclaimable(p *v1.Pod, req v1.ResourceList, quotaPods map[stri
 					if want := req[r]; want.IsZero() {
 						continue
 					}
-					left := used[ns][r].DeepCopy()
+					left := staying[other][r].DeepCopy()
 					left.Sub(taken[r])
 					if left.Cmp(min) > 0 {
 						return true
@@ -778,11 +822,11 @@ func (w *watcher) reclaimable(p *v1.Pod, req v1.ResourceList, quotaPods map[stri
 				}
 				return false
 			}
-			for _, r := range reqs {
+			for _, qp := range pods {
 				if !borrows() {
 					break
 				}
-				addTo(taken, r)
+				addTo(taken, qp.req)
 			}
 			addTo(freed, taken)
 		}

@@ -73,21 +73,20 @@ var _ = Describe("AdmissionFeedback", func() {
 
 		By("the device plugin recovers: the node's allocatable changes, and the controller's next pod may go there again")
 		Expect(rc.StopRefusing(ctx)).To(Succeed())
-		Eventually(func() error {
-			node, err := env.Client.CoreV1().Nodes().Get(ctx, rc.BlackHole, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			node.Status.Allocatable["example.com/gpu"] = resource.MustParse("8")
-			node.Status.Capacity["example.com/gpu"] = resource.MustParse("8")
-			_, err = env.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
-			return err // a conflict with KWOK's heartbeat is tried again
-		}).Should(Succeed())
 		// KWOK learns of the end of the refusals through its watch: a pod
-		// bound there before it did is refused once more, and the next
-		// pod then goes elsewhere for the refusal TTL. So each try scales
-		// up until a pod runs on the recovered node.
+		// bound there before it did is refused once more, and AdmissionFeedback
+		// then avoids the node again. So each try changes the node's
+		// allocatable again (the plugin forgets a node's refusals when it
+		// does) and scales up, until a pod runs on the recovered node.
+		gpus := int64(8)
 		Eventually(func(g Gomega) {
+			node, err := env.Client.CoreV1().Nodes().Get(ctx, rc.BlackHole, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			gpus++
+			node.Status.Allocatable["example.com/gpu"] = *resource.NewQuantity(gpus, resource.DecimalSI)
+			node.Status.Capacity["example.com/gpu"] = *resource.NewQuantity(gpus, resource.DecimalSI)
+			_, err = env.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+			g.Expect(err).NotTo(HaveOccurred()) // a conflict with KWOK's heartbeat is tried again
 			name, err := r.ScaleUp(ctx)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Eventually(func() (v1.PodPhase, error) {
