@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -29,6 +30,25 @@ const (
 
 	refusalAdmitMessage = "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices example.com/gpu, which is unexpected"
 )
+
+// StartRefusalSubstrate starts what RefusalCluster and ReplicaSet need
+// beside cp: kube-controller-manager (assets holds it) with only the
+// ServiceAccount and ReplicaSet controllers (no garbage collector: suites
+// create pods naming owners that do not exist; no node lifecycle controller:
+// hand-made nodes have no heartbeat), and KWOK (kwokBin, kwokCRDs).
+func StartRefusalSubstrate(ctx context.Context, cp *ControlPlane, assets, kwokBin, kwokCRDs string) (*ControllerManager, *KWOK, error) {
+	cm, err := StartControllerManager(ctx, cp, filepath.Join(assets, "kube-controller-manager"),
+		ControllerManagerOptions{Controllers: []string{"serviceaccount", "replicaset"}})
+	if err != nil {
+		return nil, nil, err
+	}
+	k, err := StartKWOK(ctx, cp, kwokBin, kwokCRDs)
+	if err != nil {
+		cm.Stop()
+		return nil, nil, err
+	}
+	return cm, k, nil
+}
 
 // RefusalCluster is three KWOK nodes for one test, tainted for its pods
 // alone and reached through a node selector: BlackHole, the roomiest

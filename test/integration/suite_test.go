@@ -60,13 +60,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	metricsServer, err = sandbox.StartMetricsServer(ctx, env, os.Getenv("BERTH_METRICS_SERVER_BIN"))
 	Expect(err).NotTo(HaveOccurred())
-	// Only the controllers the specs rely on: no garbage collector (the
-	// Coscheduling specs' pods name owners that do not exist) and no node
-	// lifecycle controller (the hand-made nodes have no kubelet heartbeat).
-	controllers, err = sandbox.StartControllerManager(ctx, env, filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"),
-		sandbox.ControllerManagerOptions{Controllers: []string{"serviceaccount", "replicaset"}})
-	Expect(err).NotTo(HaveOccurred())
-	kwok, err = sandbox.StartKWOK(ctx, env, os.Getenv("BERTH_KWOK_BIN"), os.Getenv("BERTH_KWOK_CRDS"))
+	controllers, kwok, err = sandbox.StartRefusalSubstrate(ctx, env, os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("BERTH_KWOK_BIN"), os.Getenv("BERTH_KWOK_CRDS"))
 	Expect(err).NotTo(HaveOccurred())
 	// The scheduler outlives this node's context: it is stopped in AfterSuite.
 	// Its plugins are Berth's production ones, LoadAware reading metrics.k8s.io

@@ -51,10 +51,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	metricsServer, err = sandbox.StartMetricsServer(ctx, env, os.Getenv("BERTH_METRICS_SERVER_BIN"))
 	Expect(err).NotTo(HaveOccurred())
-	controllers, err = sandbox.StartControllerManager(ctx, env, filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"),
-		sandbox.ControllerManagerOptions{Controllers: []string{"serviceaccount", "replicaset"}})
-	Expect(err).NotTo(HaveOccurred())
-	kwok, err = sandbox.StartKWOK(ctx, env, os.Getenv("BERTH_KWOK_BIN"), os.Getenv("BERTH_KWOK_CRDS"))
+	controllers, kwok, err = sandbox.StartRefusalSubstrate(ctx, env, os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("BERTH_KWOK_BIN"), os.Getenv("BERTH_KWOK_CRDS"))
 	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(2*time.Minute))
 
