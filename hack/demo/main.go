@@ -109,6 +109,12 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, asse
 		sched.Stop()
 	}()
 	step("scheduler running (pid %d, log %s)", sched.Pid(), logPath)
+	// The log goes with the temp dir: on failure, show its end first.
+	defer func() {
+		if err != nil {
+			printTail(logPath, 40)
+		}
+	}()
 
 	c := env.Client
 	step("creating the demo cluster: %d nodes, namespaces team-a and team-b with ElasticQuotas", len(demoNodes))
@@ -151,7 +157,7 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, asse
 		}
 		step("phase %d: created %d demo pods; waiting for each to be placed, rejected or preempted", phase, created)
 		if results, err = waitForOutcomes(ctx, c, phase, timeout); err != nil {
-			return fmt.Errorf("%w (scheduler log: %s)", err, logPath)
+			return err
 		}
 		for _, r := range results {
 			if r.pod.pendingUntil > phase {
@@ -164,7 +170,7 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, asse
 	}
 	afResults, err := runAdmissionFeedback(ctx, c, timeout)
 	if err != nil {
-		return fmt.Errorf("%w (scheduler log: %s)", err, logPath)
+		return err
 	}
 	unexpected := printTable(append(results, afResults...))
 	for _, pod := range []string{"batch-job", "cruncher"} {
@@ -222,6 +228,7 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 	final := phase == lastPhase()
 	results := make([]outcome, len(pods))
 	done := make([]bool, len(pods))
+	start := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		all := true
 		for i, p := range pods {
@@ -289,8 +296,16 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 		}
 		return all, nil
 	})
-	if errors.Is(err, context.DeadlineExceeded) {
-		return results, fmt.Errorf("pods not settled after %s", timeout)
+	// At the deadline the client's rate limiter may fail a Get first (it
+	// would exceed the deadline): either way the pods did not settle.
+	if errors.Is(err, context.DeadlineExceeded) || (err != nil && time.Since(start) >= timeout-time.Second) {
+		var unsettled []string
+		for i, p := range pods {
+			if !done[i] {
+				unsettled = append(unsettled, fmt.Sprintf("%s/%s (node %q)", p.spec.Namespace, p.spec.Name, results[i].node))
+			}
+		}
+		return results, fmt.Errorf("pods not settled after %s: %s", timeout, strings.Join(unsettled, ", "))
 	}
 	return results, err
 }
@@ -393,4 +408,19 @@ func orPending(s string) string {
 		return "<pending>"
 	}
 	return s
+}
+
+// printTail prints the last n lines of the file at path to stderr.
+func printTail(path string, n int) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "reading %s: %v\n", path, err)
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	fmt.Fprintf(os.Stderr, "--- the last %d lines of the scheduler's log (%s, removed with the sandbox) ---\n", min(n, len(lines)), path)
+	for _, l := range lines[max(0, len(lines)-n):] {
+		fmt.Fprintln(os.Stderr, l)
+	}
+	fmt.Fprintln(os.Stderr, "--- end of the scheduler's log; DEMO_KEEP=1 keeps the sandbox after a successful run ---")
 }

@@ -142,7 +142,7 @@ var scenarioPods = []demoPod{
 	{scenario: "elasticquota", spec: quotaPod("team-a", "a-batch-2", "1", ""), expectPreempted: true,
 		why: "borrowed team-b's idle min; taken back when team-b came (lowest priority first)"},
 	{scenario: "elasticquota", spec: quotaPod("team-a", "a-batch-3", "1", ""),
-		why: "team-a is at its max (4 CPU): refused in PreFilter, before any node is looked at"},
+		why: "refused in PreFilter, before any node is looked at: team-a at its max (4 CPU), then, once team-b took its min back, nothing left to borrow"},
 	{scenario: "elasticquota", phase: 1, spec: quotaPod("team-b", "b-service", "2", ""), expectNode: "shared-1", showEvent: "Explained",
 		why: "within team-b's min although the node is full: team-a's borrowed pods were preempted"},
 }

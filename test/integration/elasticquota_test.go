@@ -20,11 +20,16 @@ const eqProfile = "berth-elasticquota"
 
 // createQuota gives ns an ElasticQuota of minCPU guaranteed and 8 CPUs max.
 func createQuota(ctx SpecContext, c versioned.Interface, ns, minCPU string) {
+	createQuotaMax(ctx, c, ns, minCPU, "8")
+}
+
+// createQuotaMax gives ns an ElasticQuota of minCPU guaranteed and maxCPU max.
+func createQuotaMax(ctx SpecContext, c versioned.Interface, ns, minCPU, maxCPU string) {
 	_, err := c.SchedulingV1alpha1().ElasticQuotas(ns).Create(ctx, &schedv1alpha1.ElasticQuota{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota"},
 		Spec: schedv1alpha1.ElasticQuotaSpec{
 			Min: v1.ResourceList{v1.ResourceCPU: resource.MustParse(minCPU)},
-			Max: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8")},
+			Max: v1.ResourceList{v1.ResourceCPU: resource.MustParse(maxCPU)},
 		},
 	}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
@@ -164,5 +169,41 @@ var _ = Describe("ElasticQuota", Serial, func() {
 			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, p)).Should(Equal("eq-n-1"))
 		}
 		Expect(sandbox.NodeNameOf(ctx, env.Client, quotaed, "q-1")()).To(BeEmpty(), "the quota'd pod is still held although the node has room")
+	})
+
+	It("counts a reserved pod once when its NominatedNodeName is written before PreBind (a pod asking Explain), so a quota fills to max exactly", func(ctx SpecContext) {
+		// make demo found it (min 2, max 4 there): with Explain's PreBind on, the scheduler writes
+		// NominatedNodeName before binding; ElasticQuota counted such a pod as
+		// reserved and as nominated, and refused the next with "cpu used 6 +
+		// request 1 exceeds max 4" while four CPUs were in use or reserved.
+		ns := newNamespace(ctx, "eq-nnn")
+		createQuotaMax(ctx, eqClient, ns, "4", "4")
+		nodes := map[string]string{"berth.io/spec": "eq-nnn"}
+		createNodes(ctx, sandbox.NodeSpec{Name: "eq-nnn-1", CPU: "8", Memory: "16Gi", Labels: nodes})
+		names := make([]string, 5)
+		for i := range names {
+			names[i] = fmt.Sprintf("p-%d", i)
+			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: names[i], SchedulerName: "quota-explain", CPU: "1",
+				NodeSelector: nodes, Annotations: map[string]string{"explain.berth.dev/request": "true"}})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Eventually(boundCPU(ctx, ns), 30*time.Second).Should(Equal(int64(4000)), "the quota's max, 4 CPU, filled")
+		var refused []string
+		Eventually(func(g Gomega) {
+			refused = refused[:0]
+			for _, name := range names {
+				if n, err := sandbox.NodeNameOf(ctx, env.Client, ns, name)(); err == nil && n == "" {
+					refused = append(refused, name)
+				}
+			}
+			g.Expect(refused).To(HaveLen(1))
+			g.Expect(sandbox.EventsFor(ctx, env.Client, ns, refused[0], "FailedScheduling")()).To(ContainElement(
+				HaveField("Message", ContainSubstring("ElasticQuota %s/quota: cpu used 4 + request 1 exceeds max 4", ns))))
+		}, 30*time.Second).Should(Succeed())
+		events, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+		Expect(err).NotTo(HaveOccurred())
+		for _, e := range events.Items {
+			Expect(e.Message).NotTo(MatchRegexp(`cpu used [5-9]`), "%s was refused on usage counted twice", e.InvolvedObject.Name)
+		}
 	})
 })

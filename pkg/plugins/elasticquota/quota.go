@@ -238,11 +238,15 @@ func (m *manager) observe(pod *v1.Pod) {
 	}
 	if pod.Spec.NodeName == "" {
 		// A pending pod counts only while this scheduler has it reserved;
-		// one nominated after preemption is remembered for admission.
-		if e := m.pods[pod.UID]; e != nil && !e.assumed {
+		// one nominated after preemption is remembered for admission. A
+		// reserved pod gets NominatedNodeName too, written before its PreBind
+		// plugins run: it counts once, as reserved.
+		e := m.pods[pod.UID]
+		if e != nil && !e.assumed {
 			m.removeLocked(pod.UID)
+			e = nil
 		}
-		if pod.Status.NominatedNodeName != "" {
+		if pod.Status.NominatedNodeName != "" && e == nil {
 			m.nominated[pod.UID] = &podEntry{ns: pod.Namespace, req: podRequest(pod), prio: corev1helpers.PodPriority(pod)}
 		} else {
 			delete(m.nominated, pod.UID)

@@ -111,6 +111,43 @@ func TestManagerAccounting(t *testing.T) {
 	}
 }
 
+// A pod this scheduler reserved gets NominatedNodeName written before its
+// PreBind plugins run (the NominatedNodeNameForExpectation gate, whenever a
+// PreBind plugin has work, as Explain has for a pod that asks): the informer's
+// update of that still-unbound pod must not count it a second time as a
+// nominated pod. The demo found it: a quota's fourth pod refused with "cpu
+// used 6 ... exceeds max 4" while four pods were reserved or bound.
+func TestReservedPodNominatedBeforeBindCountsOnce(t *testing.T) {
+	m := newManager()
+	m.setQuota("a", newQuota(eq("a", rl("cpu", "2"), rl("cpu", "4")), nil))
+	reserved := pod("a", "reserved", "1", 10, "")
+	m.assume(reserved)
+	nominated := reserved.DeepCopy()
+	nominated.Status.NominatedNodeName = "n1"
+	m.observe(nominated)
+	next := pod("a", "next", "1", 0, "")
+	s := m.snapshot(next, podRequest(next), 0)
+	if got := s.used[v1.ResourceCPU]; got != 1000 {
+		t.Errorf("after the NominatedNodeName write of a reserved pod: namespace used %dm in admission, want 1000m (counted once)", got)
+	}
+	if got := s.totalUsed[v1.ResourceCPU]; got != 1000 {
+		t.Errorf("after the NominatedNodeName write of a reserved pod: total used %dm, want 1000m", got)
+	}
+	// Unreserved (its bind failed) while nominated: it counts as nominated
+	// again, as a preemptor waiting for its node would.
+	m.unassume(reserved)
+	m.observe(nominated)
+	if got := m.snapshot(next, podRequest(next), 0).used[v1.ResourceCPU]; got != 1000 {
+		t.Errorf("unreserved, still nominated: used %dm, want 1000m (as a nominated pod)", got)
+	}
+	bound := reserved.DeepCopy()
+	bound.Spec.NodeName = "n1"
+	m.observe(bound)
+	if got := m.snapshot(next, podRequest(next), 0).used[v1.ResourceCPU]; got != 1000 {
+		t.Errorf("bound: used %dm, want 1000m", got)
+	}
+}
+
 func TestEffectiveQuota(t *testing.T) {
 	older, newer := eq("a", nil, nil), eq("a", nil, nil)
 	older.Name, newer.Name = "z-old", "a-new"

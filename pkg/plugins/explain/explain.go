@@ -641,7 +641,19 @@ func summarizePlaced(r *Result) string {
 	for i := 0; i < len(diffs) && i < 3; i++ {
 		parts = append(parts, fmt.Sprintf("%s %+d", diffs[i].plugin, diffs[i].d))
 	}
-	return fmt.Sprintf("%s: won by %d over %s: %s", head, win.Total-next.Total, next.Node, strings.Join(parts, ", "))
+	var rel string
+	switch margin := win.Total - next.Total; {
+	case margin > 0:
+		rel = fmt.Sprintf("won by %d over %s", margin, next.Node)
+	case margin == 0:
+		rel = fmt.Sprintf("tied with %s (the scheduler picks among equal totals at random)", next.Node)
+	default: // not ranked first (Note says why)
+		rel = fmt.Sprintf("%d below %s", -margin, next.Node)
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("%s: %s, equal on every plugin", head, rel)
+	}
+	return fmt.Sprintf("%s: %s: %s", head, rel, strings.Join(parts, ", "))
 }
 
 func abs(v int64) int64 {

@@ -506,3 +506,27 @@ func TestRejectionWithoutAPluginNameCountsItsNodes(t *testing.T) {
 		t.Errorf("rejections (-want,+got):\n%s", diff)
 	}
 }
+
+// The event's summary of a placement names a tie as one, and never ends in
+// an empty list of plugins (make demo showed "won by 0 over gang-3: ").
+func TestSummaryOfPlacementMargins(t *testing.T) {
+	placed := func(top ...NodeScore) *Result {
+		return &Result{Nodes: 3, Placed: &Placed{Node: "a", Scored: true, Feasible: 3, ScoredNodes: 3, Rank: 1, Top: top}}
+	}
+	for _, tc := range []struct {
+		name string
+		r    *Result
+		want string
+	}{
+		{"won", placed(NodeScore{Node: "a", Total: 10, Plugins: map[string]int64{"P": 10, "Q": 0}}, NodeScore{Node: "b", Total: 4, Plugins: map[string]int64{"P": 2, "Q": 2}}),
+			"placed on a, rank 1 of 3 scored (3 of 3 nodes feasible): won by 6 over b: P +8, Q -2"},
+		{"tie on every plugin", placed(NodeScore{Node: "a", Total: 5, Plugins: map[string]int64{"P": 5}}, NodeScore{Node: "b", Total: 5, Plugins: map[string]int64{"P": 5}}),
+			"placed on a, rank 1 of 3 scored (3 of 3 nodes feasible): tied with b (the scheduler picks among equal totals at random), equal on every plugin"},
+		{"tie by different plugins", placed(NodeScore{Node: "a", Total: 5, Plugins: map[string]int64{"P": 5, "Q": 0}}, NodeScore{Node: "b", Total: 5, Plugins: map[string]int64{"P": 0, "Q": 5}}),
+			"placed on a, rank 1 of 3 scored (3 of 3 nodes feasible): tied with b (the scheduler picks among equal totals at random): P +5, Q -5"},
+	} {
+		if got := summarizePlaced(tc.r); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -14,11 +14,13 @@ import (
 	"github.com/onsi/gomega/gbytes"
 )
 
-// make demo must leave nothing behind, also when it is interrupted in the
-// middle: no process it started (etcd, kube-apiserver, metrics-server,
-// bin/scheduler), no temp dir, no network namespace.
-var _ = Describe("make demo's driver on Ctrl-C", func() {
-	It("stops every process it started and removes its temp dir and network namespace", func(ctx SpecContext) {
+// make demo is the README's first command: its scenarios must end as the
+// table says (a demo that stopped at its first phase went unnoticed for two
+// sessions while this spec only interrupted it), and it must leave nothing
+// behind when interrupted: no process it started (etcd, kube-apiserver,
+// metrics-server, bin/scheduler), no temp dir, no network namespace.
+var _ = Describe("make demo's driver", func() {
+	It("ends every scenario where the table expects, then on Ctrl-C stops every process it started and removes its temp dir and network namespace", func(ctx SpecContext) {
 		bin := os.Getenv("BERTH_DEMO_BIN")
 		if bin == "" {
 			Skip("BERTH_DEMO_BIN is not set (make test-integration builds and sets it)")
@@ -30,6 +32,8 @@ var _ = Describe("make demo's driver on Ctrl-C", func() {
 			"--assets", os.Getenv("KUBEBUILDER_ASSETS"))
 		out := gbytes.NewBuffer()
 		cmd.Stdout, cmd.Stderr = out, out
+		// DEMO_KEEP=1: after the table the cluster stays up until Ctrl-C.
+		cmd.Env = append(os.Environ(), "DEMO_KEEP=1")
 		// A process group of its own, as a terminal's Ctrl-C reaches the
 		// foreground group: the signal goes to the driver and every child
 		// that did not leave the group.
@@ -43,9 +47,11 @@ var _ = Describe("make demo's driver on Ctrl-C", func() {
 			}
 		})
 
-		// Interrupt it while the scenarios run: everything is up by then.
 		Eventually(out, "90s").Should(gbytes.Say(`phase 0: created`))
+		Eventually(out, "3m").Should(gbytes.Say(`DEMO_KEEP=1: the cluster keeps running`), "the demo did not get through its scenarios")
 		text := string(out.Contents())
+		Expect(text).To(MatchRegexp(`(?m)^SCENARIO\s+POD\s+PROFILE\s+NODE\s+OK\s+WHY$`), "no table")
+		Expect(text).NotTo(ContainSubstring("NO (expected"), "a scenario ended elsewhere than the table expects")
 		dir := filepath.Dir(submatch(text, `scheduler running \(pid \d+, log (\S+)\)`))
 		netns := submatch(text, `network namespace (\S+)\)`)
 		started := descendants(cmd.Process.Pid)
