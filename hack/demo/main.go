@@ -109,10 +109,17 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, asse
 		sched.Stop()
 	}()
 	step("scheduler running (pid %d, log %s)", sched.Pid(), logPath)
-	// The log goes with the temp dir: on failure, show its end first.
+	// The log goes with the temp dir: on failure, show its end first, and
+	// with DEMO_KEEP=1 keep the sandbox up to look into.
 	defer func() {
-		if err != nil {
-			printTail(logPath, 40)
+		if err == nil {
+			return
+		}
+		printTail(logPath, 40)
+		if os.Getenv("DEMO_KEEP") == "1" {
+			step("DEMO_KEEP=1: the demo failed (%v); the cluster keeps running until Ctrl-C", err)
+			fmt.Printf("    kubeconfig: %s\n    scheduler log: %s\n", env.Kubeconfig, logPath)
+			<-ctx.Done()
 		}
 	}()
 
@@ -136,6 +143,14 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, asse
 	go sandbox.PlayKubelet(ctx, c)
 
 	if err := createPodGroup(ctx, env.Config); err != nil {
+		return err
+	}
+	// Pods of one phase are queued in the order they are created only once
+	// the scheduler watches: created before its informers' first list, they
+	// reach its queue at once, in no promised order (and a scenario like
+	// LoadAware's depends on which of two pods goes first).
+	step("waiting for the scheduler to schedule: a probe pod, bound and deleted")
+	if err := waitForScheduler(ctx, c); err != nil {
 		return err
 	}
 
@@ -422,5 +437,31 @@ func printTail(path string, n int) {
 	for _, l := range lines[max(0, len(lines)-n):] {
 		fmt.Fprintln(os.Stderr, l)
 	}
-	fmt.Fprintln(os.Stderr, "--- end of the scheduler's log; DEMO_KEEP=1 keeps the sandbox after a successful run ---")
+	fmt.Fprintln(os.Stderr, "--- end of the scheduler's log (DEMO_KEEP=1 keeps the sandbox) ---")
+}
+
+// waitForScheduler returns once the scheduler binds a probe pod (its caches
+// synced and its queue fed by watches), and the probe is deleted again.
+func waitForScheduler(ctx context.Context, c kubernetes.Interface) error {
+	probe := sandbox.PodSpec{Namespace: ns, Name: "scheduler-probe", SchedulerName: "default-scheduler", CPU: "1m"}
+	if _, err := sandbox.CreatePod(ctx, c, probe); err != nil {
+		return err
+	}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		node, err := sandbox.NodeNameOf(ctx, c, ns, probe.Name)()
+		return node != "", err
+	})
+	if err != nil {
+		return fmt.Errorf("the scheduler did not bind %s within a minute: %w", probe.Name, err)
+	}
+	if err := c.CoreV1().Pods(ns).Delete(ctx, probe.Name, *metav1.NewDeleteOptions(0)); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().Pods(ns).Get(ctx, probe.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
 }

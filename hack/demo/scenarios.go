@@ -113,7 +113,9 @@ var scenarioPods = []demoPod{
 		expectNode: "spot-1", showEvent: "Explained", why: "rule batch-prefers-spot; by spreading alone on-demand-1 would win (Explain)"},
 	{scenario: "celpolicy", spec: sandbox.PodSpec{Namespace: ns, Name: "api", SchedulerName: "berth-scheduler", CPU: "7", Memory: "1Gi"},
 		expectNode: "on-demand-1", why: "rule gpu-nodes-for-gpu-pods keeps it off gpu-1, the roomiest node"},
-	{scenario: "celpolicy", spec: sandbox.PodSpec{Namespace: ns, Name: "cruncher", SchedulerName: "berth-scheduler", CPU: "5", Memory: "1Gi", Annotations: explainRequest},
+	// Phase 1: after api took on-demand-1 (pods of one phase are placed in
+	// no promised order).
+	{scenario: "celpolicy", phase: 1, spec: sandbox.PodSpec{Namespace: ns, Name: "cruncher", SchedulerName: "berth-scheduler", CPU: "5", Memory: "1Gi", Annotations: explainRequest},
 		why: "only gpu-1 has 5 CPU free, and rule gpu-nodes-for-gpu-pods rejects it"},
 
 	// LoadAware: usage from node annotations, plus pods placed since the sample.
@@ -141,7 +143,8 @@ var scenarioPods = []demoPod{
 		why: "borrowed team-b's idle min; taken back when team-b came (lowest priority first)"},
 	{scenario: "elasticquota", spec: quotaPod("team-a", "a-batch-2", "1", ""), expectPreempted: true,
 		why: "borrowed team-b's idle min; taken back when team-b came (lowest priority first)"},
-	{scenario: "elasticquota", spec: quotaPod("team-a", "a-batch-3", "1", ""),
+	// Phase 1: after a-batch-1 and a-batch-2 took team-a to its max.
+	{scenario: "elasticquota", phase: 1, spec: quotaPod("team-a", "a-batch-3", "1", ""),
 		why: "refused in PreFilter, before any node is looked at: team-a at its max (4 CPU), then, once team-b took its min back, nothing left to borrow"},
 	{scenario: "elasticquota", phase: 1, spec: quotaPod("team-b", "b-service", "2", ""), expectNode: "shared-1", showEvent: "Explained",
 		why: "within team-b's min although the node is full: team-a's borrowed pods were preempted"},
