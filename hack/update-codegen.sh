@@ -13,11 +13,12 @@ go tool conversion-gen --go-header-file "$header" --output-file zz_generated.con
   ./apis/config/v1
 
 # The CRDs Berth reads (ElasticQuota, PodGroup), from scheduler-plugins' API
-# types at the version go.mod pins, by a pinned controller-gen.
-CONTROLLER_TOOLS_VERSION=v0.23.0
+# types at the version go.mod pins, by controller-gen (a tool line in go.mod:
+# built with Berth's own module versions, so it shares their build cache).
+CONTROLLER_TOOLS_VERSION=$(go list -m -f '{{.Version}}' sigs.k8s.io/controller-tools)
 crds=$(mktemp -d)
 trap 'rm -rf "$crds"' EXIT
-go run "sigs.k8s.io/controller-tools/cmd/controller-gen@${CONTROLLER_TOOLS_VERSION}" crd \
+go tool controller-gen crd \
   paths=sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1 output:crd:dir="$crds"
 mkdir -p manifests/crds
 sp_version=$(go list -m -f '{{.Version}}' sigs.k8s.io/scheduler-plugins)

@@ -4,9 +4,11 @@
 // the same sources: a cold build then compiles them once, not once per
 // module. A requirement the tool already has at a newer version stays as it
 // is (lowering it could lower the tool itself), so what a tool shares
-// depends on it being no newer than Berth. Not every tool survives it:
-// metrics-server v0.8.0 built against newer Kubernetes libraries panics at
-// start-up, so hack/tools/metrics-server is left as it is.
+// depends on it being no newer than Berth: where a tool needs newer shared
+// modules (golang.org/x/..., protobuf, Prometheus' libraries), raise them in
+// Berth's go.mod first (go get), then run this. Not every tool survives
+// newer libraries (metrics-server v0.8.0 panicked at start-up on Kubernetes
+// 0.37; v0.9.0 runs): run the suites after aligning.
 //
 //	go run ./hack/align-tools hack/tools/kwok hack/tools/helm ...
 //
