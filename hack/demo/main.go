@@ -112,7 +112,7 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, asse
 	// The log goes with the temp dir: on failure, show its end first, and
 	// with DEMO_KEEP=1 keep the sandbox up to look into.
 	defer func() {
-		if err == nil {
+		if err == nil || ctx.Err() != nil { // succeeded, or interrupted
 			return
 		}
 		printTail(logPath, 40)

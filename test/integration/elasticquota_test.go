@@ -200,6 +200,16 @@ var _ = Describe("ElasticQuota", Serial, func() {
 			g.Expect(sandbox.EventsFor(ctx, env.Client, ns, refused[0], "FailedScheduling")()).To(ContainElement(
 				HaveField("Message", ContainSubstring("ElasticQuota %s/quota: cpu used 4 + request 1 exceeds max 4", ns))))
 		}, 30*time.Second).Should(Succeed())
+		// Explain's PreBind had work for each bound pod (its placement
+		// written before the bind): so the scheduler wrote NominatedNodeName
+		// first, which the API server clears at binding.
+		for _, name := range names {
+			p, err := env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			if p.Spec.NodeName != "" {
+				Expect(p.Annotations).To(HaveKeyWithValue("explain.berth.dev/result", ContainSubstring(`"placed"`)), "%s was bound without Explain's PreBind", name)
+			}
+		}
 		events, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
 		Expect(err).NotTo(HaveOccurred())
 		for _, e := range events.Items {

@@ -358,11 +358,17 @@ func (m *manager) assume(pod *v1.Pod) {
 }
 
 // unassume undoes assume (Unreserve), unless the pod was seen bound meanwhile.
+// A pod still nominated counts as nominated again: a pod group's cycle
+// restores a member's nomination in memory when it reverts, with no API write
+// (and so no informer event) to tell observe.
 func (m *manager) unassume(pod *v1.Pod) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e := m.pods[pod.UID]; e != nil && e.assumed {
 		m.removeLocked(pod.UID)
+		if pod.Status.NominatedNodeName != "" {
+			m.nominated[pod.UID] = &podEntry{ns: pod.Namespace, req: podRequest(pod), prio: corev1helpers.PodPriority(pod)}
+		}
 	}
 }
 

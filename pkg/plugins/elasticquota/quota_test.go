@@ -133,13 +133,21 @@ func TestReservedPodNominatedBeforeBindCountsOnce(t *testing.T) {
 	if got := s.totalUsed[v1.ResourceCPU]; got != 1000 {
 		t.Errorf("after the NominatedNodeName write of a reserved pod: total used %dm, want 1000m", got)
 	}
-	// Unreserved (its bind failed) while nominated: it counts as nominated
-	// again, as a preemptor waiting for its node would.
-	m.unassume(reserved)
-	m.observe(nominated)
+	// Unreserved while nominated (a pod group's cycle reverting restores the
+	// nomination in memory only): it counts as nominated, as a preemptor
+	// waiting for its node would.
+	m.unassume(nominated)
 	if got := m.snapshot(next, podRequest(next), 0).used[v1.ResourceCPU]; got != 1000 {
 		t.Errorf("unreserved, still nominated: used %dm, want 1000m (as a nominated pod)", got)
 	}
+	// A failed binding clears NominatedNodeName through the API: the
+	// informer's update leaves nothing counted.
+	m.observe(reserved)
+	if got := m.snapshot(next, podRequest(next), 0).used[v1.ResourceCPU]; got != 0 {
+		t.Errorf("unreserved, nomination cleared: used %dm, want 0", got)
+	}
+	m.assume(reserved)
+	m.observe(nominated)
 	bound := reserved.DeepCopy()
 	bound.Spec.NodeName = "n1"
 	m.observe(bound)

@@ -524,6 +524,9 @@ func TestSummaryOfPlacementMargins(t *testing.T) {
 			"placed on a, rank 1 of 3 scored (3 of 3 nodes feasible): tied with b (the scheduler picks among equal totals at random), equal on every plugin"},
 		{"tie by different plugins", placed(NodeScore{Node: "a", Total: 5, Plugins: map[string]int64{"P": 5, "Q": 0}}, NodeScore{Node: "b", Total: 5, Plugins: map[string]int64{"P": 0, "Q": 5}}),
 			"placed on a, rank 1 of 3 scored (3 of 3 nodes feasible): tied with b (the scheduler picks among equal totals at random): P +5, Q -5"},
+		{"not ranked first", &Result{Nodes: 3, Placed: &Placed{Node: "a", Scored: true, Feasible: 3, ScoredNodes: 3, Rank: 2,
+			Top: []NodeScore{{Node: "b", Total: 9, Plugins: map[string]int64{"P": 9}}, {Node: "a", Total: 6, Plugins: map[string]int64{"P": 6}}}}},
+			"placed on a, rank 2 of 3 scored (3 of 3 nodes feasible): 3 below b: P -3"},
 	} {
 		if got := summarizePlaced(tc.r); got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
