@@ -71,7 +71,8 @@ var _ = Describe("make demo's driver on Ctrl-C", func() {
 			// out of reach of a kill of the driver's), SIGKILL only after.
 			if cmd.ProcessState == nil && syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) == nil {
 				select {
-				case <-exited:
+				case err := <-exited:
+					GinkgoWriter.Printf("the demo driver exited after Ctrl-C: %v\n", err)
 				case <-time.After(time.Minute):
 					_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 				}
