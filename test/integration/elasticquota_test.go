@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
+	"github.com/berth-scheduler/berth/pkg/plugins/explain"
 )
 
 const eqProfile = "berth-elasticquota"
@@ -184,7 +185,7 @@ var _ = Describe("ElasticQuota", Serial, func() {
 		for i := range names {
 			names[i] = fmt.Sprintf("p-%d", i)
 			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: names[i], SchedulerName: "quota-explain", CPU: "1",
-				NodeSelector: nodes, Annotations: map[string]string{"explain.berth.dev/request": "true"}})
+				NodeSelector: nodes, Annotations: map[string]string{explain.AnnotationRequest: "true"}})
 			Expect(err).NotTo(HaveOccurred())
 		}
 		Eventually(boundCPU(ctx, ns), 30*time.Second).Should(Equal(int64(4000)), "the quota's max, 4 CPU, filled")
@@ -207,7 +208,7 @@ var _ = Describe("ElasticQuota", Serial, func() {
 			p, err := env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			if p.Spec.NodeName != "" {
-				Expect(p.Annotations).To(HaveKeyWithValue("explain.berth.dev/result", ContainSubstring(`"placed"`)), "%s was bound without Explain's PreBind", name)
+				Expect(p.Annotations).To(HaveKeyWithValue(explain.AnnotationResult, ContainSubstring(`"placed"`)), "%s was bound without Explain's PreBind", name)
 			}
 		}
 		events, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})

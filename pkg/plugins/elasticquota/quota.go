@@ -247,7 +247,7 @@ func (m *manager) observe(pod *v1.Pod) {
 			e = nil
 		}
 		if pod.Status.NominatedNodeName != "" && e == nil {
-			m.nominated[pod.UID] = &podEntry{ns: pod.Namespace, req: podRequest(pod), prio: corev1helpers.PodPriority(pod)}
+			m.nominate(pod)
 		} else {
 			delete(m.nominated, pod.UID)
 		}
@@ -357,6 +357,12 @@ func (m *manager) assume(pod *v1.Pod) {
 	m.countLocked(e, 1)
 }
 
+// nominate remembers a pod nominated to a node for admission (its node's
+// room is promised to it, but it is not reserved or bound).
+func (m *manager) nominate(pod *v1.Pod) {
+	m.nominated[pod.UID] = &podEntry{ns: pod.Namespace, req: podRequest(pod), prio: corev1helpers.PodPriority(pod)}
+}
+
 // unassume undoes assume (Unreserve), unless the pod was seen bound meanwhile.
 // A pod still nominated counts as nominated again: a pod group's cycle
 // restores a member's nomination in memory when it reverts, with no API write
@@ -367,7 +373,7 @@ func (m *manager) unassume(pod *v1.Pod) {
 	if e := m.pods[pod.UID]; e != nil && e.assumed {
 		m.removeLocked(pod.UID)
 		if pod.Status.NominatedNodeName != "" {
-			m.nominated[pod.UID] = &podEntry{ns: pod.Namespace, req: podRequest(pod), prio: corev1helpers.PodPriority(pod)}
+			m.nominate(pod)
 		}
 	}
 }
