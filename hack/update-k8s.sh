@@ -3,7 +3,7 @@
 # and the replace block that maps every staging module (listed as v0.0.0 in
 # k8s.io/kubernetes' own go.mod) to the matching v0.x.y tag.
 #
-#   hack/update-k8s.sh v1.37.2 && go mod tidy && go run ./hack/align-tools hack/tools/kwok hack/tools/helm hack/tools/promcheck hack/tools/benchreport
+#   hack/update-k8s.sh v1.37.2 && go mod tidy && go run ./hack/align-tools hack/tools/kwok hack/tools/helm hack/tools/kustomize hack/tools/promcheck hack/tools/benchreport
 set -euo pipefail
 
 version=${1:?usage: hack/update-k8s.sh vMAJOR.MINOR.PATCH}
@@ -33,5 +33,5 @@ done
 } >>go.mod
 go mod edit -fmt
 echo "pinned k8s.io/kubernetes $version and ${#mods[@]} staging modules at $staging; now run:"
-echo "  go mod tidy && go run ./hack/align-tools hack/tools/kwok hack/tools/helm hack/tools/promcheck hack/tools/benchreport"
+echo "  go mod tidy && go run ./hack/align-tools hack/tools/kwok hack/tools/helm hack/tools/kustomize hack/tools/promcheck hack/tools/benchreport"
 echo "(align-tools raises the tools modules' shared requirements to Berth's, so a cold build compiles them once)"
