@@ -205,8 +205,7 @@ UNIT_TEST_BUILD = env $(RACE_ENV) $(GO) test -race -c -ldflags '-s -w' -o $(UNIT
 
 .PHONY: test-unit-build
 test-unit-build: ## Compile the race-detector unit tests (make test-unit-bin) at the lowest CPU and I/O priority (nice 19, ionice idle), one such build at a time (make test and .ci/run start it in the background).
-	@mkdir -p $(UNIT_TEST_BIN)
-	flock $(BIN)/.test-unit-build.lock nice -n 19 ionice -c 3 $(UNIT_TEST_BUILD)
+	nice -n 19 ionice -c 3 $(MAKE) --no-print-directory test-unit-bin
 
 .PHONY: test-unit-bin
 test-unit-bin: ## Compile the race-detector unit-test binaries into bin/unit-race (up-to-date ones are not linked again).
