@@ -243,6 +243,12 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 	final := phase == lastPhase()
 	results := make([]outcome, len(pods))
 	done := make([]bool, len(pods))
+	// why a pod is not settled yet, as of its last successful read (a Get
+	// that fails at the deadline does not erase it)
+	why := make([]string, len(pods))
+	for i := range why {
+		why[i] = "not read yet"
+	}
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		all := true
@@ -255,6 +261,7 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 			switch {
 			case apierrors.IsNotFound(err) && p.external:
 				all = false // not created yet
+				why[i] = "not created yet"
 				continue
 			case apierrors.IsNotFound(err):
 				results[i].preempted = true
@@ -274,6 +281,7 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 				}
 				if !ok {
 					all = false
+					why[i] = "pending, no FailedScheduling event yet"
 					continue
 				}
 				results[i].message = msg
@@ -289,6 +297,7 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 				// explanation of its placement.
 				if !ok || (p.showEvent == explainedEvent && !strings.HasPrefix(msg, "placed on "+pod.Spec.NodeName)) {
 					all = false
+					why[i] = fmt.Sprintf("bound to %s, latest %s event %q", pod.Spec.NodeName, p.showEvent, msg)
 					continue
 				}
 				results[i].message = msg
@@ -296,6 +305,7 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 			if pod.Spec.NodeName != "" {
 				done[i] = !final || !p.expectPreempted
 				all = all && done[i]
+				why[i] = "bound to " + pod.Spec.NodeName + ", expected to be preempted"
 				continue
 			}
 			msg, ok, err := latestEvent(ctx, c, p, "FailedScheduling")
@@ -308,6 +318,7 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 				continue
 			}
 			all = false
+			why[i] = "pending"
 		}
 		return all, nil
 	})
@@ -317,7 +328,7 @@ func waitForOutcomes(ctx context.Context, c kubernetes.Interface, phase int, tim
 		var unsettled []string
 		for i, p := range pods {
 			if !done[i] {
-				unsettled = append(unsettled, fmt.Sprintf("%s/%s (node %q)", p.spec.Namespace, p.spec.Name, results[i].node))
+				unsettled = append(unsettled, fmt.Sprintf("%s/%s (%s)", p.spec.Namespace, p.spec.Name, why[i]))
 			}
 		}
 		return results, fmt.Errorf("pods not settled after %s: %s", timeout, strings.Join(unsettled, ", "))

@@ -20,6 +20,7 @@ type Recorder struct {
 	mu        sync.Mutex
 	activated []string
 	events    []string
+	before    func(regarding runtime.Object)
 }
 
 var (
@@ -38,12 +39,27 @@ func (r *Recorder) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
 // Eventf records "<type> <reason> <regarding's name>: <note>".
 func (r *Recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype, reason, _, note string, args ...any) {
 	r.mu.Lock()
+	before := r.before
+	r.mu.Unlock()
+	if before != nil {
+		before(regarding) // outside the lock: it may block
+	}
+	r.mu.Lock()
 	defer r.mu.Unlock()
 	name := ""
 	if m, ok := regarding.(metav1.Object); ok {
 		name = m.GetName()
 	}
 	r.events = append(r.events, fmt.Sprintf("%s %s %s: %s", eventtype, reason, name, fmt.Sprintf(note, args...)))
+}
+
+// BeforeEvent sets a function that Eventf calls, with the event's object,
+// before it records the event: a test holds a writer there (the function
+// may block) to order what the code under test does.
+func (r *Recorder) BeforeEvent(f func(regarding runtime.Object)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.before = f
 }
 
 // WithLogger returns r.

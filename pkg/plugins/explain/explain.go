@@ -125,6 +125,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			DeleteFunc: func(obj any) {
 				if p, _, err := schedutil.As[*v1.Pod](obj, nil); err == nil && p != nil {
 					pl.forgetAsked(p.UID)
+					pl.out.forget(p.UID)
 				}
 			},
 		}); err != nil {
@@ -280,7 +281,7 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	explainDuration.WithLabelValues(OutcomePlaced).Observe(pl.now().Sub(start).Seconds())
 	explanations.WithLabelValues(r.Outcome).Inc()
-	s.placed = &item{pod: pod, result: r, summary: summarizePlaced(r)}
+	s.placed = &item{pod: pod, result: r, summary: summarizePlaced(r), seq: pl.out.next()}
 	return nil
 }
 

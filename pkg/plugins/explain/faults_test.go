@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,5 +205,78 @@ func TestPlacedExplanationIsWrittenBeforeBind(t *testing.T) {
 	}
 	if _, ok := p.Annotations[AnnotationResult]; !ok {
 		t.Fatalf("the binding cycle reached Bind before %s was written", AnnotationResult)
+	}
+}
+
+// gate rejects the pods it is closed for, as a node that fills up and frees
+// again would.
+type gate struct{ closed *sync.Map }
+
+func (gate) Name() string { return "Gate" }
+func (g gate) Filter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.NodeInfo) *fwk.Status {
+	if _, ok := g.closed.Load(pod.Name); ok {
+		return fwk.NewStatus(fwk.Unschedulable, "gate closed")
+	}
+	return nil
+}
+
+// Found by the cold CI run of the demo at 09d1105 (a gang member bound,
+// "pods not settled": its latest Explained event still said pending): a
+// pending pod's explanation waits in the writer's queue, and the pod's
+// placement, explained in a later cycle, is written at once in its binding
+// cycle; the queued explanation was written after it, so the bound pod was
+// left with a pending explanation (annotation and latest event) for good.
+// An explanation older than the pod's written placement is never written.
+func TestPendingExplanationNeverOverwritesAPlacement(t *testing.T) {
+	nodes, pods := cluster()
+	busy, late, sentinel := asking("busy-writer", "100"), asking("late", "1"), asking("sentinel", "100")
+	closed := &sync.Map{}
+	before := []tf.RegisterPluginFunc{tf.RegisterFilterPlugin("Gate", func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+		return gate{closed: closed}, nil
+	})}
+	s := newSimWith(t, nil, before, nodes, pods, busy, late, sentinel)
+	// The writer is busy: its first event, busy-writer's, is held until
+	// released, so what is queued behind it waits.
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.rec.BeforeEvent(func(regarding runtime.Object) {
+		if p, ok := regarding.(*v1.Pod); ok && p.Name == busy.Name {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+	})
+	if out := s.schedule(busy); out.node != "" {
+		t.Fatalf("%s placed on %s", busy.Name, out.node)
+	}
+	<-entered
+	closed.Store(late.Name, struct{}{})
+	if out := s.schedule(late); out.node != "" {
+		t.Fatalf("%s placed on %s with the gate closed", late.Name, out.node)
+	}
+	closed.Delete(late.Name)
+	out := s.schedule(late) // placed: its explanation is written in PreBind
+	if out.node == "" {
+		t.Fatalf("%s not placed with the gate open", late.Name)
+	}
+	if r := s.result(late); r.Outcome != OutcomePlaced {
+		t.Fatalf("after PreBind, %s's explanation is %q, want %q", late.Name, r.Outcome, OutcomePlaced)
+	}
+	// The sentinel is queued last: once it is written, the queue is drained.
+	if out := s.schedule(sentinel); out.node != "" {
+		t.Fatalf("%s placed on %s", sentinel.Name, out.node)
+	}
+	close(release)
+	s.result(sentinel)
+	if r := s.result(late); r.Outcome != OutcomePlaced || r.Placed == nil || r.Placed.Node != out.node {
+		t.Errorf("bound to %s, %s's explanation is %+v: the queued pending one overwrote the placement", out.node, late.Name, r)
+	}
+	var lateEvents []string
+	for _, e := range s.events(3) {
+		if strings.Contains(e, " "+late.Name+": ") {
+			lateEvents = append(lateEvents, e)
+		}
+	}
+	if n := len(lateEvents); n == 0 || !strings.Contains(lateEvents[n-1], ": placed on "+out.node) {
+		t.Errorf("%s's events end with a pending explanation after its placement: %q", late.Name, lateEvents)
 	}
 }
