@@ -263,6 +263,7 @@ func (pl *Explain) PreScore(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 // be the first Reserve plugin: later ones change state Filter and Score
 // read). The result is written off the scheduling goroutine, by PreBind.
 func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	pl.out.placing(pod.UID) // first: whether or not this placement is explained
 	s := explaining(state)
 	if s == nil {
 		return nil

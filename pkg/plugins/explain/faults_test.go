@@ -226,57 +226,94 @@ func (g gate) Filter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ fwk.Nod
 // placement, explained in a later cycle, is written at once in its binding
 // cycle; the queued explanation was written after it, so the bound pod was
 // left with a pending explanation (annotation and latest event) for good.
-// An explanation older than the pod's written placement is never written.
+// An explanation older than the pod's placement is never written, whether
+// the placement is explained or not (here: the pod stopped asking; over
+// the budget and a failed explanation are the same for the writer).
 func TestPendingExplanationNeverOverwritesAPlacement(t *testing.T) {
-	nodes, pods := cluster()
-	busy, late, sentinel := asking("busy-writer", "100"), asking("late", "1"), asking("sentinel", "100")
-	closed := &sync.Map{}
-	before := []tf.RegisterPluginFunc{tf.RegisterFilterPlugin("Gate", func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
-		return gate{closed: closed}, nil
-	})}
-	s := newSimWith(t, nil, before, nodes, pods, busy, late, sentinel)
-	// The writer is busy: its first event, busy-writer's, is held until
-	// released, so what is queued behind it waits.
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	s.rec.BeforeEvent(func(regarding runtime.Object) {
-		if p, ok := regarding.(*v1.Pod); ok && p.Name == busy.Name {
-			once.Do(func() { close(entered) })
-			<-release
-		}
-	})
-	if out := s.schedule(busy); out.node != "" {
-		t.Fatalf("%s placed on %s", busy.Name, out.node)
-	}
-	<-entered
-	closed.Store(late.Name, struct{}{})
-	if out := s.schedule(late); out.node != "" {
-		t.Fatalf("%s placed on %s with the gate closed", late.Name, out.node)
-	}
-	closed.Delete(late.Name)
-	out := s.schedule(late) // placed: its explanation is written in PreBind
-	if out.node == "" {
-		t.Fatalf("%s not placed with the gate open", late.Name)
-	}
-	if r := s.result(late); r.Outcome != OutcomePlaced {
-		t.Fatalf("after PreBind, %s's explanation is %q, want %q", late.Name, r.Outcome, OutcomePlaced)
-	}
-	// The sentinel is queued last: once it is written, the queue is drained.
-	if out := s.schedule(sentinel); out.node != "" {
-		t.Fatalf("%s placed on %s", sentinel.Name, out.node)
-	}
-	close(release)
-	s.result(sentinel)
-	if r := s.result(late); r.Outcome != OutcomePlaced || r.Placed == nil || r.Placed.Node != out.node {
-		t.Errorf("bound to %s, %s's explanation is %+v: the queued pending one overwrote the placement", out.node, late.Name, r)
-	}
-	var lateEvents []string
-	for _, e := range s.events(3) {
-		if strings.Contains(e, " "+late.Name+": ") {
-			lateEvents = append(lateEvents, e)
-		}
-	}
-	if n := len(lateEvents); n == 0 || !strings.Contains(lateEvents[n-1], ": placed on "+out.node) {
-		t.Errorf("%s's events end with a pending explanation after its placement: %q", late.Name, lateEvents)
+	for _, explained := range []bool{true, false} {
+		t.Run(fmt.Sprintf("placement explained %v", explained), func(t *testing.T) {
+			nodes, pods := cluster()
+			busy, late, sentinel := asking("busy-writer", "100"), asking("late", "1"), asking("sentinel", "100")
+			closed := &sync.Map{}
+			before := []tf.RegisterPluginFunc{tf.RegisterFilterPlugin("Gate", func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+				return gate{closed: closed}, nil
+			})}
+			s := newSimWith(t, nil, before, nodes, pods, busy, late, sentinel)
+			// The writer is busy: its first event, busy-writer's, is held
+			// until released, so what is queued behind it waits.
+			entered, release := make(chan struct{}), make(chan struct{})
+			var opened, released sync.Once
+			open := func() { released.Do(func() { close(release) }) }
+			t.Cleanup(open) // a failed test does not leave the writer held
+			s.rec.BeforeEvent(func(regarding runtime.Object) {
+				if p, ok := regarding.(*v1.Pod); ok && p.Name == busy.Name {
+					opened.Do(func() { close(entered) })
+					<-release
+				}
+			})
+			if out := s.schedule(busy); out.node != "" {
+				t.Fatalf("%s placed on %s", busy.Name, out.node)
+			}
+			select {
+			case <-entered:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s's explanation never reached the event recorder", busy.Name)
+			}
+			closed.Store(late.Name, struct{}{})
+			if out := s.schedule(late); out.node != "" {
+				t.Fatalf("%s placed on %s with the gate closed", late.Name, out.node)
+			}
+			closed.Delete(late.Name)
+			placing := late
+			if !explained {
+				placing = late.DeepCopy()
+				delete(placing.Annotations, AnnotationRequest)
+			}
+			out := s.schedule(placing) // an explained placement is written in PreBind
+			if out.node == "" {
+				t.Fatalf("%s not placed with the gate open", late.Name)
+			}
+			if explained {
+				if r := s.result(late); r.Outcome != OutcomePlaced {
+					t.Fatalf("after PreBind, %s's explanation is %q, want %q", late.Name, r.Outcome, OutcomePlaced)
+				}
+			}
+			// The sentinel is queued last: once it is written, the queue is
+			// drained.
+			if out := s.schedule(sentinel); out.node != "" {
+				t.Fatalf("%s placed on %s", sentinel.Name, out.node)
+			}
+			open()
+			s.result(sentinel)
+			p, err := s.cs.CoreV1().Pods(late.Namespace).Get(s.ctx, late.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, written := p.Annotations[AnnotationResult]
+			if explained != written {
+				t.Errorf("bound to %s, %s has an explanation: %v, want %v (%s)", out.node, late.Name, written, explained, raw)
+			}
+			if written {
+				if r := s.result(late); r.Outcome != OutcomePlaced || r.Placed == nil || r.Placed.Node != out.node {
+					t.Errorf("bound to %s, %s's explanation is %+v: the queued pending one overwrote the placement", out.node, late.Name, r)
+				}
+			}
+			want := 2 // busy-writer's and the sentinel's
+			if explained {
+				want++
+			}
+			var lateEvents []string
+			for _, e := range s.events(want) {
+				if strings.Contains(e, " "+late.Name+": ") {
+					lateEvents = append(lateEvents, e)
+				}
+			}
+			switch n := len(lateEvents); {
+			case !explained && n > 0:
+				t.Errorf("%s, placed unexplained, has events from before its placement: %q", late.Name, lateEvents)
+			case explained && (n != 1 || !strings.Contains(lateEvents[0], ": placed on "+out.node)):
+				t.Errorf("%s's events, placed on %s: %q, want its placement only", late.Name, out.node, lateEvents)
+			}
+		})
 	}
 }

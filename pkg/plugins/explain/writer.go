@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,10 +29,6 @@ const (
 // apart (3.1s of waiting in all), within writeTimeout.
 var writeBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 6}
 
-// stripes is the number of locks a pod's writes are ordered by (pods are
-// spread over them by UID).
-const stripes = 64
-
 type item struct {
 	pod     *v1.Pod
 	result  *Result
@@ -50,23 +45,32 @@ type item struct {
 //
 // The two paths race: a pending explanation can wait in the queue while the
 // pod's next cycle places it and its binding cycle writes the placement. So
-// a pod's writes (patch and event) are serialised by a lock, and an
-// explanation older than the placement written last for its pod is never
-// written (counted as superseded): a bound pod never ends with a pending
-// explanation.
+// a pod's writes (patch and event) are serialised by a lock of its own, and
+// an explanation older than the pod's placement is never written (counted as
+// superseded): a bound pod never ends with a pending explanation, whether or
+// not its placement was explained.
 type writer struct {
 	fh    fwk.Handle
 	queue chan item
 	seq   atomic.Uint64
-	seed  maphash.Seed
-	locks [stripes]sync.Mutex
-	// placed maps a pod's UID to the seq of the newest placement written
-	// (or being written) for it; forgotten when the pod is deleted.
-	placed sync.Map
+	// queued maps a pod's UID to the seq of its newest queued explanation;
+	// placed, to the seq of its newest placement (taken at Reserve) while
+	// an older explanation was queued: what the queue holds for it then is
+	// stale. Both are forgotten when the pod is deleted.
+	queued, placed sync.Map
+
+	mu    sync.Mutex
+	locks map[types.UID]*podLock
+}
+
+// podLock serialises one pod's writes; refs counts who holds or waits for it.
+type podLock struct {
+	held chan struct{}
+	refs int
 }
 
 func newWriter(ctx context.Context, fh fwk.Handle) *writer {
-	w := &writer{fh: fh, queue: make(chan item, queueSize), seed: maphash.MakeSeed()}
+	w := &writer{fh: fh, queue: make(chan item, queueSize), locks: map[types.UID]*podLock{}}
 	go w.run(ctx)
 	return w
 }
@@ -74,19 +78,62 @@ func newWriter(ctx context.Context, fh fwk.Handle) *writer {
 // next numbers an explanation; call it in the scheduling cycle that made it.
 func (w *writer) next() uint64 { return w.seq.Add(1) }
 
-// forget drops what the writer remembers of a deleted pod.
-func (w *writer) forget(uid types.UID) { w.placed.Delete(uid) }
+// placing marks that the pod is placed, in its Reserve (the scheduling
+// cycle), explained or not: what is queued for it from earlier cycles is
+// stale from now on.
+func (w *writer) placing(uid types.UID) {
+	if _, ok := w.queued.Load(uid); ok {
+		w.placed.Store(uid, w.next())
+	}
+}
 
-func (w *writer) lock(uid types.UID) *sync.Mutex {
-	return &w.locks[maphash.String(w.seed, string(uid))%stripes]
+// forget drops what the writer remembers of a deleted pod.
+func (w *writer) forget(uid types.UID) {
+	w.queued.Delete(uid)
+	w.placed.Delete(uid)
+}
+
+// superseded: the pod was placed in a cycle after the one that made it.
+func (w *writer) superseded(it item) bool {
+	newest, ok := w.placed.Load(it.pod.UID)
+	return ok && newest.(uint64) > it.seq
+}
+
+// acquire takes the pod's lock, or gives up when ctx ends.
+func (w *writer) acquire(ctx context.Context, uid types.UID) (release func(), err error) {
+	w.mu.Lock()
+	l := w.locks[uid]
+	if l == nil {
+		l = &podLock{held: make(chan struct{}, 1)}
+		w.locks[uid] = l
+	}
+	l.refs++
+	w.mu.Unlock()
+	drop := func() {
+		w.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(w.locks, uid)
+		}
+		w.mu.Unlock()
+	}
+	select {
+	case l.held <- struct{}{}:
+		return func() { <-l.held; drop() }, nil
+	case <-ctx.Done():
+		drop()
+		return nil, ctx.Err()
+	}
 }
 
 // enqueue hands an explanation over, never blocking.
 func (w *writer) enqueue(ctx context.Context, pod *v1.Pod, r *Result, summary string) {
 	explanations.WithLabelValues(r.Outcome).Inc()
+	it := item{pod: pod, result: r, summary: summary, seq: w.next()}
+	w.queued.Store(pod.UID, it.seq) // before the writer can take it
 	select {
-	case w.queue <- item{pod: pod, result: r, summary: summary, seq: w.next()}:
+	case w.queue <- it:
 	default:
+		w.queued.CompareAndDelete(pod.UID, it.seq)
 		writes.WithLabelValues("dropped").Inc()
 		klog.FromContext(ctx).V(2).Info("Explain: write queue full, explanation dropped", "pod", klog.KObj(pod))
 	}
@@ -100,6 +147,7 @@ func (w *writer) run(ctx context.Context) {
 			return
 		case it := <-w.queue:
 			w.write(ctx, logger, it, false)
+			w.queued.CompareAndDelete(it.pod.UID, it.seq)
 		}
 	}
 }
@@ -120,16 +168,28 @@ func transient(err error) bool {
 }
 
 func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry bool) {
-	mu := w.lock(it.pod.UID)
-	mu.Lock()
-	defer mu.Unlock()
-	if newest, ok := w.placed.Load(it.pod.UID); ok && newest.(uint64) > it.seq {
+	skip := func() bool {
+		if !w.superseded(it) {
+			return false
+		}
 		writes.WithLabelValues("superseded").Inc()
 		logger.V(4).Info("Explain: explanation superseded by the pod's placement", "pod", klog.KObj(it.pod))
+		return true
+	}
+	if skip() {
 		return
 	}
-	if it.result.Outcome == OutcomePlaced {
-		w.placed.Store(it.pod.UID, it.seq)
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	release, err := w.acquire(ctx, it.pod.UID)
+	if err != nil {
+		writes.WithLabelValues("error").Inc()
+		logger.Error(err, "Explain: waiting for the pod's earlier write", "pod", klog.KObj(it.pod))
+		return
+	}
+	defer release()
+	if skip() {
+		return
 	}
 	b, err := encode(it.result)
 	if err != nil {
@@ -142,8 +202,6 @@ func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry b
 		writes.WithLabelValues("error").Inc()
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
 	try := func(ctx context.Context) (bool, error) {
 		_, err = w.fh.ClientSet().CoreV1().Pods(it.pod.Namespace).Patch(ctx, it.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 		return err == nil || !retry || !transient(err), nil
