@@ -8,9 +8,11 @@
 #
 #	hack/run-unit-tests.sh DIR PKG...
 set -uo pipefail
-cd "$(dirname "$0")/.."
-dir=$1
+dir=$(cd "$1" && pwd) || exit 1 # absolute: each binary runs in its package's directory
 shift
+cd "$(dirname "$0")/.."
+# The list first: a go list that fails must fail the run, not shorten it.
+pkgs=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "$@") || exit 1
 fail=0
 ran=0
 while read -r pkg pkgdir; do
@@ -32,7 +34,7 @@ while read -r pkg pkgdir; do
     printf '%s\nFAIL\t%s\t%s\n' "$out" "$pkg" "$took"
     fail=1
   fi
-done < <(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "$@")
+done <<< "$pkgs"
 if [[ $ran -eq 0 ]]; then
   echo "run-unit-tests: no package with tests among $*" >&2
   exit 1
