@@ -312,7 +312,7 @@ func (pl *Explain) PreBindPreFlight(_ context.Context, state fwk.CycleState, _ *
 // bound pods. A write that fails is logged and counted; the bind goes on.
 func (pl *Explain) PreBind(ctx context.Context, state fwk.CycleState, _ *v1.Pod, _ string) *fwk.Status {
 	if s := explaining(state); s != nil && s.placed != nil {
-		pl.out.write(ctx, klog.FromContext(ctx), *s.placed, true)
+		pl.out.writePlaced(ctx, klog.FromContext(ctx), *s.placed)
 	}
 	return nil
 }

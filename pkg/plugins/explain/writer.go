@@ -45,10 +45,10 @@ type item struct {
 //
 // The two paths race: a pending explanation can wait in the queue while the
 // pod's next cycle places it and its binding cycle writes the placement. So
-// a pod's writes (patch and event) are serialised by a lock of its own, and
-// an explanation older than the pod's placement is never written (counted as
-// superseded): a bound pod never ends with a pending explanation, whether or
-// not its placement was explained.
+// an explanation older than the pod's placement is never written (counted
+// as superseded), and a placement's write waits for a queued write of the
+// same pod already under way: a bound pod never ends with a pending
+// explanation, whether or not its placement was explained.
 type writer struct {
 	fh    fwk.Handle
 	queue chan item
@@ -59,18 +59,15 @@ type writer struct {
 	// stale. Both are forgotten when the pod is deleted.
 	queued, placed sync.Map
 
-	mu    sync.Mutex
-	locks map[types.UID]*podLock
-}
-
-// podLock serialises one pod's writes; refs counts who holds or waits for it.
-type podLock struct {
-	held chan struct{}
-	refs int
+	// mu guards inflight, the pod whose queued explanation run is writing
+	// (one at a time), and done, closed when that write ends.
+	mu       sync.Mutex
+	inflight types.UID
+	done     chan struct{}
 }
 
 func newWriter(ctx context.Context, fh fwk.Handle) *writer {
-	w := &writer{fh: fh, queue: make(chan item, queueSize), locks: map[types.UID]*podLock{}}
+	w := &writer{fh: fh, queue: make(chan item, queueSize)}
 	go w.run(ctx)
 	return w
 }
@@ -99,32 +96,6 @@ func (w *writer) superseded(it item) bool {
 	return ok && newest.(uint64) > it.seq
 }
 
-// acquire takes the pod's lock, or gives up when ctx ends.
-func (w *writer) acquire(ctx context.Context, uid types.UID) (release func(), err error) {
-	w.mu.Lock()
-	l := w.locks[uid]
-	if l == nil {
-		l = &podLock{held: make(chan struct{}, 1)}
-		w.locks[uid] = l
-	}
-	l.refs++
-	w.mu.Unlock()
-	drop := func() {
-		w.mu.Lock()
-		if l.refs--; l.refs == 0 {
-			delete(w.locks, uid)
-		}
-		w.mu.Unlock()
-	}
-	select {
-	case l.held <- struct{}{}:
-		return func() { <-l.held; drop() }, nil
-	case <-ctx.Done():
-		drop()
-		return nil, ctx.Err()
-	}
-}
-
 // enqueue hands an explanation over, never blocking.
 func (w *writer) enqueue(ctx context.Context, pod *v1.Pod, r *Result, summary string) {
 	explanations.WithLabelValues(r.Outcome).Inc()
@@ -146,10 +117,54 @@ func (w *writer) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case it := <-w.queue:
-			w.write(ctx, logger, it, false)
+			w.writeQueued(ctx, logger, it)
 			w.queued.CompareAndDelete(it.pod.UID, it.seq)
 		}
 	}
+}
+
+// writeQueued writes a pending explanation, tried once, unless the pod was
+// placed since it was made. The check and the mark of the write under way
+// are one step under mu: a placement either is seen here or, reserved
+// after it, finds this write under way and waits for it.
+func (w *writer) writeQueued(ctx context.Context, logger klog.Logger, it item) {
+	w.mu.Lock()
+	if w.superseded(it) {
+		w.mu.Unlock()
+		writes.WithLabelValues("superseded").Inc()
+		logger.V(4).Info("Explain: explanation superseded by the pod's placement", "pod", klog.KObj(it.pod))
+		return
+	}
+	w.inflight, w.done = it.pod.UID, make(chan struct{})
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.inflight = ""
+		close(w.done)
+		w.mu.Unlock()
+	}()
+	w.write(ctx, logger, it, false)
+}
+
+// writePlaced writes a placement's explanation in the binding cycle, with
+// retries, after a queued write of the same pod under way (whose
+// explanation is older).
+func (w *writer) writePlaced(ctx context.Context, logger klog.Logger, it item) {
+	w.mu.Lock()
+	busy, done := w.inflight == it.pod.UID, w.done
+	w.mu.Unlock()
+	if busy {
+		waitCtx, cancel := context.WithTimeout(ctx, writeTimeout)
+		defer cancel()
+		select {
+		case <-done:
+		case <-waitCtx.Done():
+			writes.WithLabelValues("error").Inc()
+			logger.Error(waitCtx.Err(), "Explain: waiting for the pod's earlier write", "pod", klog.KObj(it.pod))
+			return
+		}
+	}
+	w.write(ctx, logger, it, true)
 }
 
 // write writes one explanation: the annotation, then the event. retry: a
@@ -168,29 +183,6 @@ func transient(err error) bool {
 }
 
 func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry bool) {
-	skip := func() bool {
-		if !w.superseded(it) {
-			return false
-		}
-		writes.WithLabelValues("superseded").Inc()
-		logger.V(4).Info("Explain: explanation superseded by the pod's placement", "pod", klog.KObj(it.pod))
-		return true
-	}
-	if skip() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
-	release, err := w.acquire(ctx, it.pod.UID)
-	if err != nil {
-		writes.WithLabelValues("error").Inc()
-		logger.Error(err, "Explain: waiting for the pod's earlier write", "pod", klog.KObj(it.pod))
-		return
-	}
-	defer release()
-	if skip() {
-		return
-	}
 	b, err := encode(it.result)
 	if err != nil {
 		writes.WithLabelValues("error").Inc()
@@ -202,6 +194,8 @@ func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry b
 		writes.WithLabelValues("error").Inc()
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
 	try := func(ctx context.Context) (bool, error) {
 		_, err = w.fh.ClientSet().CoreV1().Pods(it.pod.Namespace).Patch(ctx, it.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 		return err == nil || !retry || !transient(err), nil
