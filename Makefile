@@ -345,9 +345,12 @@ generate: $(HELM) ## Generate deep-copy, defaulting and conversion code for the 
 verify: $(HELM) ## Check formatting, generated code (the rendered chart included), go.mod tidiness (fails on a dirty tree) and vet of the tools modules (Berth is vetted by make lint).
 	HELM=$(HELM) hack/verify.sh
 
+# LINT_FLAGS: extra golangci-lint run flags (.ci/run sets a longer --timeout).
+LINT_FLAGS ?=
+
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (installed from the Go module proxy at a pinned version): govet (go vet's analyzers), staticcheck and the rest of .golangci.yaml.
-	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run $(LINT_FLAGS) ./...
 
 $(GOLANGCI_LINT):
 	@mkdir -p $(BIN)
