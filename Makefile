@@ -29,7 +29,8 @@ K8S_LDFLAGS := -s -w \
 	-X '$(VERSION_PKG).buildDate=$(BUILD_DATE)'
 LDFLAGS := $(K8S_LDFLAGS) \
 	-X '$(VERSION_PKG).gitCommit=$(GIT_COMMIT)' \
-	-X '$(VERSION_PKG)/verflag.programName=Berth $(BERTH_VERSION) built on Kubernetes'
+	-X '$(VERSION_PKG)/verflag.programName=Berth $(BERTH_VERSION) built on Kubernetes' \
+	-X 'github.com/berth-scheduler/berth/internal/buildinfo.berthVersion=$(BERTH_VERSION)'
 # The image builds with exactly this command (see Dockerfile). BUILD_FLAGS=-v
 # lists packages as they compile (make demo sets it: a cold build is minutes long).
 BUILD_FLAGS ?=
@@ -173,7 +174,7 @@ $(PROM_OPERATOR_CRDS):
 		mkdir -p $@.tmp && cp $$dir/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml \
 		$$dir/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml $@.tmp/ && mv $@.tmp $@
 
-$(PROMCHECK): hack/tools/promcheck/main.go hack/tools/promcheck/go.mod hack/tools/promcheck/go.sum
+$(PROMCHECK): $(wildcard hack/tools/promcheck/*.go) hack/tools/promcheck/go.mod hack/tools/promcheck/go.sum
 	cd hack/tools/promcheck && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -o $@ .
 
 .PHONY: image

@@ -13,9 +13,11 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's plugin args in the config scheme
+	"github.com/berth-scheduler/berth/internal/buildinfo"
 	"github.com/berth-scheduler/berth/pkg/registry"
 )
 
 func main() {
+	buildinfo.Register() // berth_build_info on /metrics, whatever the profiles
 	os.Exit(cli.Run(app.NewSchedulerCommand(registry.Options()...)))
 }

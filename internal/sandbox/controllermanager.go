@@ -59,6 +59,10 @@ func StartControllerManager(ctx context.Context, cp *ControlPlane, bin string, o
 		// makes the ReplicaSet controller the bottleneck of a soak.
 		"--kube-api-qps=200",
 		"--kube-api-burst=400",
+		// The token controller fills kubernetes.io/service-account-token
+		// Secrets (the chart's metrics token) with tokens the API server
+		// accepts.
+		"--service-account-private-key-file=" + cp.ServiceAccountSigningKey(),
 	}
 	if o.NodeMonitorGracePeriod > 0 {
 		args = append(args, "--node-monitor-grace-period="+o.NodeMonitorGracePeriod.String())

@@ -127,6 +127,14 @@ func StartControlPlane(apiServerArgs ...string) (*ControlPlane, error) {
 	return e, nil
 }
 
+// ServiceAccountSigningKey is the private key the API server verifies
+// ServiceAccount tokens with (envtest writes it into the API server's
+// certificate directory): kube-controller-manager's token controller signs
+// the tokens of kubernetes.io/service-account-token Secrets with it.
+func (e *ControlPlane) ServiceAccountSigningKey() string {
+	return filepath.Join(e.env.ControlPlane.GetAPIServer().CertDir, "sa-signer.key")
+}
+
 // Stop stops the control plane and removes the scratch directory.
 func (e *ControlPlane) Stop() error {
 	err := e.env.Stop()

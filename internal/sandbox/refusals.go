@@ -38,7 +38,7 @@ const (
 // hand-made nodes have no heartbeat), and KWOK (kwokBin, kwokCRDs).
 func StartRefusalSubstrate(ctx context.Context, cp *ControlPlane, assets, kwokBin, kwokCRDs string) (*ControllerManager, *KWOK, error) {
 	cm, err := StartControllerManager(ctx, cp, filepath.Join(assets, "kube-controller-manager"),
-		ControllerManagerOptions{Controllers: []string{"serviceaccount", "replicaset"}})
+		ControllerManagerOptions{Controllers: []string{"serviceaccount", "serviceaccount-token", "replicaset"}})
 	if err != nil {
 		return nil, nil, err
 	}

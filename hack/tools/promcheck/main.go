@@ -5,7 +5,11 @@
 // dashboard JSON is valid and each panel has a query, and every metric name
 // they read is on a scheduler's live /metrics (-names, one name per line, as
 // the deploy suite scraped it) or is one of the -external names other
-// exporters provide. It prints the checked names and exits 1 on any finding.
+// exporters provide. With -scrapes (pages of one live scheduler's /metrics),
+// it loads them into an in-memory TSDB as Prometheus would store them and
+// evaluates every dashboard variable and panel query: each must return
+// series, but the panels of plugins the scheduler does not run (-plugins).
+// It prints the checked names and exits 1 on any finding.
 package main
 
 import (
@@ -46,7 +50,14 @@ type object struct {
 }
 
 type dashboard struct {
-	Title  string `json:"title"`
+	Title      string `json:"title"`
+	Templating struct {
+		List []struct {
+			Name  string `json:"name"`
+			Type  string `json:"type"`
+			Query string `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
 	Panels []struct {
 		Title   string `json:"title"`
 		Targets []struct {
@@ -59,13 +70,39 @@ func main() {
 	rendered := flag.String("rendered", "", "helm template output with the PrometheusRule and the dashboard ConfigMap")
 	namesFile := flag.String("names", "", "metric names on the live /metrics, one per line")
 	external := flag.String("external", "up", "comma-separated names other exporters provide (up is Prometheus' own)")
+	scrapes := flag.String("scrapes", "", "comma-separated /metrics pages of one live scheduler, oldest first: evaluate every dashboard variable and panel against them")
+	target := flag.String("target", "", "with -scrapes: the target labels Prometheus adds, name=value,... (job, namespace, pod)")
+	plugins := flag.String("plugins", "", "the Berth plugins the live scheduler's profiles enable, as in their metrics' names (explain,celpolicy,...); empty: all. Other plugins' metrics need not be on -names, and with -scrapes their panels may be empty")
 	flag.Parse()
-	findings, checked, err := run(*rendered, *namesFile, strings.Split(*external, ","))
+	enabled := map[string]bool{}
+	for _, p := range strings.Split(*plugins, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			enabled[p] = true
+		}
+	}
+	findings, checked, dashboards, err := run(*rendered, *namesFile, strings.Split(*external, ","), enabled)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "promcheck:", err)
 		os.Exit(2)
 	}
 	fmt.Printf("promcheck: %d metric names checked: %s\n", len(checked), strings.Join(checked, " "))
+	if *scrapes != "" {
+		labels := map[string]string{}
+		for _, kv := range strings.Split(*target, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				labels[k] = v
+			}
+		}
+		evalFindings, report, err := evalDashboards(dashboards, strings.Split(*scrapes, ","), labels, enabled)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "promcheck:", err)
+			os.Exit(2)
+		}
+		for _, r := range report {
+			fmt.Println("promcheck:", r)
+		}
+		findings = append(findings, evalFindings...)
+	}
 	for _, f := range findings {
 		fmt.Println("promcheck:", f)
 	}
@@ -74,15 +111,16 @@ func main() {
 	}
 }
 
-func run(renderedPath, namesPath string, external []string) (findings, checked []string, err error) {
+func run(renderedPath, namesPath string, external []string, enabled map[string]bool) (findings, checked []string, dashboards map[string]dashboard, err error) {
 	raw, err := os.ReadFile(renderedPath)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	live, err := readNames(namesPath)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	dashboards = map[string]dashboard{}
 	for _, e := range external {
 		if e = strings.TrimSpace(e); e != "" {
 			live[e] = true
@@ -93,25 +131,22 @@ func run(renderedPath, namesPath string, external []string) (findings, checked [
 	promql := parser.NewParser(parser.Options{})
 	check := func(where, expr string) {
 		exprs++
-		e, err := promql.ParseExpr(expr)
+		names, err := selectedNames(promql, expr)
 		if err != nil {
 			findings = append(findings, fmt.Sprintf("%s: %v", where, err))
 			return
 		}
-		parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
-			if vs, ok := n.(*parser.VectorSelector); ok && vs.Name != "" {
-				if _, seen := used[vs.Name]; !seen {
-					used[vs.Name] = where
-				}
+		for _, name := range names {
+			if _, seen := used[name]; !seen {
+				used[name] = where
 			}
-			return nil
-		})
+		}
 	}
 	var rules, panels int
 	for _, doc := range bytes.Split(raw, []byte("\n---")) {
 		var o object
 		if err := yaml.Unmarshal(doc, &o); err != nil {
-			return nil, nil, fmt.Errorf("decoding the rendered chart: %w", err)
+			return nil, nil, nil, fmt.Errorf("decoding the rendered chart: %w", err)
 		}
 		switch {
 		case o.Kind == "PrometheusRule":
@@ -139,6 +174,17 @@ func run(renderedPath, namesPath string, external []string) (findings, checked [
 				if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 					findings = append(findings, fmt.Sprintf("dashboard %s: data after the JSON object", key))
 				}
+				dashboards[key] = d
+				for _, v := range d.Templating.List {
+					if v.Type != "query" {
+						continue
+					}
+					if sel, _, ok := labelValues(v.Query); ok {
+						check(fmt.Sprintf("dashboard %s variable %s", key, v.Name), sel)
+					} else {
+						findings = append(findings, fmt.Sprintf("dashboard %s: variable %s: query %q is not label_values(metric, label)", key, v.Name, v.Query))
+					}
+				}
 				for _, p := range d.Panels {
 					panels++
 					if len(p.Targets) == 0 {
@@ -155,6 +201,9 @@ func run(renderedPath, namesPath string, external []string) (findings, checked [
 		findings = append(findings, fmt.Sprintf("%d rules and %d dashboard panels rendered: render with metrics.prometheusRule.enabled and dashboards.enabled", rules, panels))
 	}
 	for name, where := range used {
+		if plugin, ok := berthPlugin(name); ok && len(enabled) > 0 && !enabled[plugin] {
+			continue // a plugin the live scheduler does not run
+		}
 		checked = append(checked, name)
 		if !live[name] {
 			findings = append(findings, fmt.Sprintf("%s reads %s, which is not on the live /metrics", where, name))
@@ -163,7 +212,24 @@ func run(renderedPath, namesPath string, external []string) (findings, checked [
 	sort.Strings(checked)
 	sort.Strings(findings)
 	fmt.Printf("promcheck: %d rules, %d panels, %d expressions parsed\n", rules, panels, exprs)
-	return findings, checked, nil
+	return findings, checked, dashboards, nil
+}
+
+// selectedNames parses expr and returns the metric names its selectors
+// name, in order of appearance.
+func selectedNames(p parser.Parser, expr string) ([]string, error) {
+	e, err := p.ParseExpr(expr)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok && vs.Name != "" {
+			names = append(names, vs.Name)
+		}
+		return nil
+	})
+	return names, nil
 }
 
 func readNames(path string) (map[string]bool, error) {

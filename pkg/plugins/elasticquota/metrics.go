@@ -30,9 +30,12 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 
+	// The quota's namespace is quota_namespace: a label named namespace
+	// would collide with the scrape target's (Prometheus keeps the target's
+	// and renames this one exported_namespace).
 	quotaDesc = metrics.NewDesc(metricsSubsystem+"_quota",
 		"Per namespace and resource: the quota's min and max and the namespace's used (cpu in cores, others in units), as the scheduler accounts them.",
-		[]string{"namespace", "resource", "kind"}, nil, metrics.ALPHA, "")
+		[]string{"quota_namespace", "resource", "kind"}, nil, metrics.ALPHA, "")
 
 	registerOnce sync.Once
 )
