@@ -10,8 +10,11 @@ K8S_VERSION := $(shell $(GO) mod edit -json | sed -n '/"Path": "k8s.io\/kubernet
 $(if $(K8S_VERSION),,$(error cannot read the k8s.io/kubernetes version from go.mod))
 K8S_MAJOR := $(word 1,$(subst ., ,$(patsubst v%,%,$(K8S_VERSION))))
 K8S_MINOR := $(word 2,$(subst ., ,$(patsubst v%,%,$(K8S_VERSION))))
-# Berth's own version: the nearest tag, else a dev version with the commit.
-BERTH_VERSION ?= $(shell git describe --tags --dirty --match 'v*' 2>/dev/null || echo "v0.1.0-dev+$$(git rev-parse --verify -q --short HEAD 2>/dev/null || echo unknown)")
+# Berth's own version, from one source: the tag v<VERSION> when the commit
+# is tagged (a release), else VERSION as a dev version with the commit. The
+# binaries, the chart (hack/verify-version.sh) and the image tag read it.
+VERSION_FILE := $(strip $(file < VERSION))
+BERTH_VERSION ?= $(shell git describe --tags --exact-match --dirty --match 'v$(VERSION_FILE)' 2>/dev/null || echo "v$(VERSION_FILE)-dev+$$(git rev-parse --verify -q --short HEAD 2>/dev/null || echo unknown)")
 GIT_COMMIT ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
 # The build date is the commit's (the build is reproducible, and an unchanged
 # tree is not linked again by every target that depends on make build).

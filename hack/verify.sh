@@ -11,6 +11,8 @@ fi
 
 echo ">> layout (pkg/ is the public surface)"
 hack/verify-layout.sh || fail=1
+echo ">> one version (VERSION, the chart, the manifests' image, the CHANGELOG)"
+hack/verify-version.sh || fail=1
 
 # Berth's own module is vetted by make lint: golangci-lint's govet runs go
 # vet's analyzers beside the other linters on one load of the packages. A

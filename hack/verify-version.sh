@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One version source: the VERSION file (X.Y.Z). The chart's version and
+# appVersion, the image tag the manifests install and the CHANGELOG's newest
+# section must agree with it; the binaries and the image tag read it through
+# the Makefile's BERTH_VERSION.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fail=0
+version=$(tr -d '[:space:]' < VERSION)
+if [[ ! $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
+  echo "VERSION: \"$version\" is not X.Y.Z"; exit 1
+fi
+chart_version=$(sed -n 's/^version: *//p' charts/berth/Chart.yaml)
+app_version=$(sed -n 's/^appVersion: *//p' charts/berth/Chart.yaml)
+[[ $chart_version == "$version" ]] || { echo "charts/berth/Chart.yaml: version $chart_version, VERSION says $version"; fail=1; }
+[[ $app_version == "v$version" ]] || { echo "charts/berth/Chart.yaml: appVersion $app_version, VERSION says v$version"; fail=1; }
+while IFS= read -r line; do
+  file=${line%%:*}
+  tag=${line##*ghcr.io/berth-scheduler/berth:}
+  [[ $tag == "v$version" ]] || { echo "$file: installs ghcr.io/berth-scheduler/berth:$tag, VERSION says v$version"; fail=1; }
+done < <(grep -rHo 'ghcr.io/berth-scheduler/berth:[^"[:space:]]*' manifests)
+# Keep a Changelog: an Unreleased section, or one for this version, first.
+first=$(grep -m1 -o '^## \[[^]]*\]' CHANGELOG.md || true)
+case $first in
+  "## [Unreleased]"|"## [$version]") ;;
+  *) echo "CHANGELOG.md: the first section is '$first'; want '## [Unreleased]' or '## [$version]'"; fail=1 ;;
+esac
+exit $fail
