@@ -204,8 +204,14 @@ test: ## Run unit, integration and benchmark smoke tests and the 3-minute soak (
 # The race-detector unit-test binaries, one per package with tests (go test
 # -c -o DIR/ links a binary only when it is out of date; stripped, as go
 # test strips the binaries it runs).
+# Only packages with tests: go test -c compiles the packages it is given
+# even without test files, and cmd/scheduler and pkg/registry (none) import
+# kube-scheduler's app, so naming them race-compiled 403 more packages (the
+# API server's libraries), 1,723 instead of 1,320, for no test (counted with
+# go test -race -c -n -a).
 UNIT_TEST_BIN := $(BIN)/unit-race
-UNIT_TEST_BUILD = env $(RACE_ENV) $(GO) test -race -c -ldflags '-s -w' -o $(UNIT_TEST_BIN)/ $(UNIT_PKGS)
+UNIT_TEST_PKGS = $(shell $(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' $(UNIT_PKGS))
+UNIT_TEST_BUILD = env $(RACE_ENV) $(GO) test -race -c -ldflags '-s -w' -o $(UNIT_TEST_BIN)/ $(UNIT_TEST_PKGS)
 
 .PHONY: test-unit-build
 test-unit-build: ## Compile the race-detector unit tests (make test-unit-bin) at the lowest CPU and I/O priority (nice 19, ionice idle), one such build at a time (make test and .ci/run start it in the background).
