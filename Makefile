@@ -14,6 +14,7 @@ K8S_MINOR := $(word 2,$(subst ., ,$(patsubst v%,%,$(K8S_VERSION))))
 # is tagged (a release), else VERSION as a dev version with the commit. The
 # binaries, the chart (hack/verify-version.sh) and the image tag read it.
 VERSION_FILE := $(strip $(file < VERSION))
+$(if $(VERSION_FILE),,$(error cannot read VERSION (missing or empty, or GNU make older than 4.2)))
 BERTH_VERSION ?= $(shell git describe --tags --exact-match --dirty --match 'v$(VERSION_FILE)' 2>/dev/null || echo "v$(VERSION_FILE)-dev+$$(git rev-parse --verify -q --short HEAD 2>/dev/null || echo unknown)")
 GIT_COMMIT ?= $(shell git rev-parse --verify -q HEAD 2>/dev/null || echo unknown)
 # The build date is the commit's (the build is reproducible, and an unchanged
@@ -103,7 +104,8 @@ KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-IMAGE ?= ghcr.io/berth-scheduler/berth:$(BERTH_VERSION)
+# A Docker tag has no '+': a dev version's build metadata becomes '-'.
+IMAGE ?= ghcr.io/berth-scheduler/berth:$(subst +,-,$(BERTH_VERSION))
 
 UNIT_PKGS = ./apis/... ./cmd/... ./internal/... ./pkg/...
 

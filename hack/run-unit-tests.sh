@@ -17,6 +17,10 @@ cd "$(dirname "$0")/.."
 # The list first: a go list that fails must fail the run, not shorten it.
 pkgs=$(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' "$@") || exit 1
 jobs=${UNIT_TEST_JOBS:-$(nproc)}
+if [[ ! $jobs =~ ^[1-9][0-9]*$ ]]; then
+  echo "run-unit-tests: UNIT_TEST_JOBS must be a number from 1, not \"$jobs\"" >&2
+  exit 1
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 # run PKG PKGDIR N: one binary, its summary (and a failure's output) into

@@ -11,8 +11,10 @@ version=$(tr -d '[:space:]' < VERSION)
 if [[ ! $version =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
   echo "VERSION: \"$version\" is not X.Y.Z"; exit 1
 fi
-chart_version=$(sed -n 's/^version: *//p' charts/berth/Chart.yaml)
-app_version=$(sed -n 's/^appVersion: *//p' charts/berth/Chart.yaml)
+# Top-level keys only (no indentation), quotes and a trailing comment dropped.
+chart_key() { sed -n "s/^$1: *[\"']\{0,1\}\([^\"' #]*\).*/\1/p" charts/berth/Chart.yaml; }
+chart_version=$(chart_key version)
+app_version=$(chart_key appVersion)
 [[ $chart_version == "$version" ]] || { echo "charts/berth/Chart.yaml: version $chart_version, VERSION says $version"; fail=1; }
 [[ $app_version == "v$version" ]] || { echo "charts/berth/Chart.yaml: appVersion $app_version, VERSION says v$version"; fail=1; }
 while IFS= read -r line; do
@@ -20,6 +22,15 @@ while IFS= read -r line; do
   tag=${line##*ghcr.io/berth-scheduler/berth:}
   [[ $tag == "v$version" ]] || { echo "$file: installs ghcr.io/berth-scheduler/berth:$tag, VERSION says v$version"; fail=1; }
 done < <(grep -rHo 'ghcr.io/berth-scheduler/berth:[^"[:space:]]*' manifests)
+# kustomize's images: newTag overrides the tag in the resources.
+while IFS= read -r line; do
+  file=${line%%:*}
+  tag=${line##*newTag: }
+  [[ $tag == "v$version" ]] || { echo "$file: newTag $tag, VERSION says v$version"; fail=1; }
+done < <(grep -rH 'newTag: ' --include=kustomization.yaml manifests | sed 's/["'"'"']//g')
+# The image build's default, for a build without make's version.
+dockerfile=$(sed -n 's/^ARG BERTH_VERSION=//p' Dockerfile)
+[[ $dockerfile == "v$version-dev" ]] || { echo "Dockerfile: ARG BERTH_VERSION=$dockerfile, VERSION says v$version-dev"; fail=1; }
 # Keep a Changelog: an Unreleased section, or one for this version, first.
 first=$(grep -m1 -o '^## \[[^]]*\]' CHANGELOG.md || true)
 case $first in

@@ -62,24 +62,34 @@ func evalDashboards(ds map[string]dashboard, scrapes []string, targetLabels map[
 
 	exprParser := parser.NewParser(parser.Options{})
 	engine := promql.NewEngine(promql.EngineOpts{Logger: logger, MaxSamples: 10_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
-	query := func(expr string) (int, error) {
+	// query returns the samples of expr's result that Grafana would draw
+	// (a NaN, e.g. histogram_quantile over no observations, draws nothing).
+	query := func(expr string) (promql.Vector, error) {
 		q, err := engine.NewInstantQuery(ctx, db, nil, expr, last)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		defer q.Close()
 		res := q.Exec(ctx)
 		if res.Err != nil {
-			return 0, res.Err
+			return nil, res.Err
 		}
+		var all promql.Vector
 		switch v := res.Value.(type) {
 		case promql.Vector:
-			return len(v), nil
+			all = v
 		case promql.Scalar:
-			return 1, nil
+			all = promql.Vector{{F: v.V}}
 		default:
-			return 0, fmt.Errorf("unexpected result type %s", res.Value.Type())
+			return nil, fmt.Errorf("unexpected result type %s", res.Value.Type())
 		}
+		var drawn promql.Vector
+		for _, s := range all {
+			if !math.IsNaN(s.F) {
+				drawn = append(drawn, s)
+			}
+		}
+		return drawn, nil
 	}
 
 	keys := make([]string, 0, len(ds))
@@ -98,19 +108,28 @@ func evalDashboards(ds map[string]dashboard, scrapes []string, targetLabels map[
 			if !ok {
 				continue // a finding of run's already
 			}
-			want := targetLabels[label]
-			n, err := query(fmt.Sprintf("group by (%s) (%s{%s=%q})", label, expr, label, want))
+			want, ok := targetLabels[label]
+			if !ok {
+				return nil, nil, fmt.Errorf("dashboard %s: variable %s selects by %s: -target must give the scrape's %s", key, v.Name, label, label)
+			}
+			values, err := query(fmt.Sprintf("group by (%s) (%s)", label, expr))
+			found := false
+			for _, s := range values {
+				found = found || s.Metric.Get(label) == want
+			}
 			// Without the value, Grafana has nothing to select: the panels
 			// are asked with a regex no target's label matches.
 			vars[v.Name] = ""
 			switch {
 			case err != nil:
 				findings = append(findings, fmt.Sprintf("dashboard %s: variable %s: %v", key, v.Name, err))
-			case n == 0:
+			case !found:
 				findings = append(findings, fmt.Sprintf("dashboard %s: variable %s (%s) has no value %q: every panel that selects by it is empty", key, v.Name, v.Query, want))
 			default:
 				report = append(report, fmt.Sprintf("dashboard %s: variable %s = %q", key, v.Name, want))
-				vars[v.Name] = regexp.QuoteMeta(want)
+				// As Grafana formats a multi-value variable for a regex
+				// matcher, escaped for PromQL's double-quoted string.
+				vars[v.Name] = strings.ReplaceAll(regexp.QuoteMeta(want), `\`, `\\`)
 			}
 		}
 		for _, p := range d.Panels {
@@ -118,12 +137,12 @@ func evalDashboards(ds map[string]dashboard, scrapes []string, targetLabels map[
 			var readsOf []string
 			for _, t := range p.Targets {
 				expr := substitute(t.Expr, vars)
-				n, err := query(expr)
+				drawn, err := query(expr)
 				if err != nil {
 					findings = append(findings, fmt.Sprintf("dashboard %s panel %q: %s: %v", key, p.Title, expr, err))
 					continue
 				}
-				series += n
+				series += len(drawn)
 				names, _ := selectedNames(exprParser, expr) // it parsed for the query above
 				for _, name := range names {
 					plugin, ok := berthPlugin(name)
@@ -161,9 +180,15 @@ func labelValues(q string) (selector, label string, ok bool) {
 // substitute replaces $name and ${name} as Grafana does for a regex
 // matcher (the value already quoted for one).
 func substitute(expr string, vars map[string]string) string {
-	for name, v := range vars {
-		expr = strings.ReplaceAll(expr, "${"+name+"}", v)
-		expr = strings.ReplaceAll(expr, "$"+name, v)
+	names := make([]string, 0, len(vars))
+	for name := range vars {
+		names = append(names, name)
+	}
+	// Longest first: $job must not replace the start of $jobs.
+	sort.Slice(names, func(i, j int) bool { return len(names[i]) > len(names[j]) })
+	for _, name := range names {
+		expr = strings.ReplaceAll(expr, "${"+name+"}", vars[name])
+		expr = strings.ReplaceAll(expr, "$"+name, vars[name])
 	}
 	return expr
 }
@@ -207,14 +232,16 @@ func load(ctx context.Context, db *tsdb.DB, text string, target map[string]strin
 	add := func(name string, m *dto.Metric, extra map[string]string, v float64) error {
 		l := map[string]string{}
 		for _, p := range m.GetLabel() {
-			l[p.GetName()] = p.GetValue()
+			if p.GetValue() != "" { // Prometheus stores no empty label
+				l[p.GetName()] = p.GetValue()
+			}
 		}
 		for k, v := range extra {
 			l[k] = v
 		}
-		for k, v := range target { // honor_labels: false, the scrape's labels win
-			if _, clash := l[k]; clash {
-				l["exported_"+k] = l[k]
+		for k, v := range target { // honor_labels: false, the target's labels win
+			if old, clash := l[k]; clash {
+				l["exported_"+k] = old
 			}
 			l[k] = v
 		}
@@ -223,6 +250,7 @@ func load(ctx context.Context, db *tsdb.DB, text string, target map[string]strin
 		return err
 	}
 	if err := add("up", &dto.Metric{}, nil, 1); err != nil {
+		_ = app.Rollback()
 		return err
 	}
 	for name, f := range families {

@@ -87,6 +87,10 @@ func main() {
 	}
 	fmt.Printf("promcheck: %d metric names checked: %s\n", len(checked), strings.Join(checked, " "))
 	if *scrapes != "" {
+		if *target == "" {
+			fmt.Fprintln(os.Stderr, "promcheck: -scrapes needs -target (the scrape's job, namespace, ...)")
+			os.Exit(2)
+		}
 		labels := map[string]string{}
 		for _, kv := range strings.Split(*target, ",") {
 			if k, v, ok := strings.Cut(kv, "="); ok {

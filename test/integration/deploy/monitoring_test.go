@@ -139,7 +139,9 @@ var _ = Describe("the chart's monitoring bundle", Ordered, func() {
 		driveUntil(ctx, scrape, token, oneProfile, "one", logPath)
 
 		// Two scrapes, as Prometheus takes them, so that rate() has two
-		// samples; pods scheduled between them.
+		// samples, with pods scheduled between them until the sampled
+		// per-plugin durations also have a new observation (so that every
+		// rate and latency quantile has something to show).
 		var pages []string
 		for i := range 2 {
 			_, text, err := scrape(token)
@@ -148,7 +150,22 @@ var _ = Describe("the chart's monitoring bundle", Ordered, func() {
 			Expect(os.WriteFile(page, []byte(text), 0o600)).To(Succeed())
 			pages = append(pages, page)
 			if i == 0 {
-				driveUntil(ctx, scrape, token, oneProfile, "one-more", logPath)
+				scheduled := counted(text, "scheduler_schedule_attempts_total", map[string]string{"profile": oneProfile, "result": "scheduled"})
+				sampled := counted(text, "scheduler_plugin_execution_duration_seconds", nil)
+				n := 0
+				Eventually(func(g Gomega) {
+					name := fmt.Sprintf("one-more-%d", n)
+					n++
+					_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: "default", Name: name, SchedulerName: oneProfile, CPU: "10m"})
+					g.Expect(err).NotTo(HaveOccurred())
+					DeferCleanup(func(ctx SpecContext) {
+						_ = env.Client.CoreV1().Pods("default").Delete(ctx, name, *metav1.NewDeleteOptions(0))
+					})
+					_, text, err := scrape(token)
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(counted(text, "scheduler_schedule_attempts_total", map[string]string{"profile": oneProfile, "result": "scheduled"})).To(BeNumerically(">", scheduled))
+					g.Expect(counted(text, "scheduler_plugin_execution_duration_seconds", nil)).To(BeNumerically(">", sampled))
+				}, "90s", "500ms").Should(Succeed(), "scheduler log: %s", logPath)
 			}
 		}
 		_, text, err := scrape(token)
@@ -263,6 +280,31 @@ func driveUntil(ctx SpecContext, scrape func(string) (int, string, error), token
 		g.Expect(text).To(ContainSubstring("scheduler_plugin_execution_duration_seconds_bucket"))
 		g.Expect(text).To(ContainSubstring(`scheduler_schedule_attempts_total{profile="` + profile + `",result="scheduled"}`))
 	}, "90s", "500ms").Should(Succeed(), "scheduler log: %s", logPath)
+}
+
+// counted sums, over the series of family on a /metrics page whose labels
+// include match, a counter's value or a histogram's observation count (0
+// when there is none).
+func counted(text, family string, match map[string]string) float64 {
+	GinkgoHelper()
+	textParser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := textParser.TextToMetricFamilies(strings.NewReader(text))
+	Expect(err).NotTo(HaveOccurred())
+	sum := 0.0
+	for _, m := range families[family].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		matched := true
+		for k, v := range match {
+			matched = matched && labels[k] == v
+		}
+		if matched {
+			sum += m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum
 }
 
 // writeNames writes the metric names of a /metrics page to file (in the
