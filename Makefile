@@ -87,6 +87,11 @@ HELM_MOD := hack/tools/helm
 HELM_VERSION := $(shell cd $(HELM_MOD) && $(GO) list -m -f '{{.Version}}' helm.sh/helm/v4)
 HELM := $(BIN)/helm-$(HELM_VERSION)
 
+# actionlint, for the GitHub Actions workflows (make verify): its own module.
+ACTIONLINT_MOD := hack/tools/actionlint
+ACTIONLINT_VERSION := $(shell cd $(ACTIONLINT_MOD) && $(GO) list -m -f '{{.Version}}' github.com/rhysd/actionlint)
+ACTIONLINT := $(BIN)/actionlint-$(ACTIONLINT_VERSION)
+
 # The chart's monitoring bundle: prometheus-operator's ServiceMonitor and
 # PrometheusRule CRDs for the test API server, from its Go module at this
 # version (the module holds the manifests), and promcheck (Prometheus' PromQL
@@ -354,8 +359,13 @@ generate: $(HELM) ## Generate deep-copy, defaulting and conversion code for the 
 	HELM=$(HELM) hack/render-chart.sh
 
 .PHONY: verify
-verify: $(HELM) ## Check formatting, generated code (the rendered chart included), go.mod tidiness (fails on a dirty tree) and vet of the tools modules (Berth is vetted by make lint).
-	HELM=$(HELM) hack/verify.sh
+verify: $(HELM) $(ACTIONLINT) ## Check formatting, generated code (the rendered chart included), go.mod tidiness (fails on a dirty tree), the workflows (actionlint), one version (VERSION) and vet of the tools modules (Berth is vetted by make lint).
+	HELM=$(HELM) ACTIONLINT=$(ACTIONLINT) hack/verify.sh
+
+$(ACTIONLINT): $(ACTIONLINT_MOD)/go.mod $(ACTIONLINT_MOD)/go.sum
+	@echo ">> building actionlint $(ACTIONLINT_VERSION) into $(BIN)"
+	cd $(ACTIONLINT_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w" -o $@.tmp github.com/rhysd/actionlint/cmd/actionlint
+	@mv $@.tmp $@
 
 # LINT_FLAGS: extra golangci-lint run flags (.ci/run sets a longer --timeout).
 LINT_FLAGS ?=

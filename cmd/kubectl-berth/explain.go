@@ -15,7 +15,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/version"
 
+	"github.com/berth-scheduler/berth/internal/buildinfo"
 	"github.com/berth-scheduler/berth/pkg/plugins/explain"
 )
 
@@ -26,12 +28,26 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Short:         "Berth's kubectl plugin",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// kubectl runs the plugin as `kubectl berth`: usage and help say so.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl berth"},
 	}
 	flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExplainCommand(flags, streams))
+	root.AddCommand(newExplainCommand(flags, streams), newVersionCommand(streams))
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	return root
+}
+
+func newVersionCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the plugin's Berth version and the Kubernetes release it is built with",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintf(streams.Out, "kubectl-berth %s (Kubernetes %s)\n", buildinfo.Version(), version.Get().GitVersion)
+			return err
+		},
+	}
 }
 
 func newExplainCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {

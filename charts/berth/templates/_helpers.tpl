@@ -9,10 +9,20 @@ had it before the chart (a selector cannot change on a live Deployment). */}}
 app.kubernetes.io/name: {{ include "berth.name" . }}
 {{- end -}}
 
+{{/* helm.sh/chart's value: name-version, a label value ('+' is not). */}}
+{{- define "berth.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Every object's labels: Helm's standard set (helm.sh/chart and
+managed-by, which hack/render-chart.sh leaves out of the kustomize base),
+never on the pod template (a chart upgrade alone must not roll the pods). */}}
 {{- define "berth.labels" -}}
 {{ include "berth.selectorLabels" . }}
+helm.sh/chart: {{ include "berth.chart" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: berth
 {{- end -}}
 

@@ -7,12 +7,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 )
@@ -89,6 +92,31 @@ var _ = Describe("the Helm chart (charts/berth)", func() {
 		}
 	})
 
+	It("labels every object as Helm users expect (helm.sh/chart, app.kubernetes.io/managed-by), and the kustomize base without them", func() {
+		chartYAML, err := os.ReadFile(filepath.Join(root, "charts", "berth", "Chart.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var chart struct{ Name, Version string }
+		Expect(yaml.Unmarshal(chartYAML, &chart)).To(Succeed())
+		for _, values := range []string{"", "ha-values.yaml", "all-plugins-values.yaml"} {
+			for _, o := range renderChart("berth-labels", "berth-labels", values, "--set", "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,dashboards.enabled=true") {
+				if o.GetKind() == "CustomResourceDefinition" {
+					continue // crds/ are not templated
+				}
+				Expect(o.GetLabels()).To(HaveKeyWithValue("helm.sh/chart", chart.Name+"-"+strings.ReplaceAll(chart.Version, "+", "_")), "%s %s (%s)", o.GetKind(), o.GetName(), values)
+				Expect(o.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "Helm"), "%s %s (%s)", o.GetKind(), o.GetName(), values)
+			}
+		}
+		files, err := filepath.Glob(filepath.Join(root, "manifests", "second-scheduler", "*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(files).NotTo(BeEmpty())
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(raw)).NotTo(ContainSubstring("helm.sh/chart"), f)
+			Expect(string(raw)).NotTo(ContainSubstring("app.kubernetes.io/managed-by"), f)
+		}
+	})
+
 	It("refuses a misspelt value, naming it, instead of deploying the defaults", func() {
 		bad := filepath.Join(env.Dir, "typo-values.yaml")
 		Expect(os.WriteFile(bad, []byte("replicas: 3\nimage:\n  tags: v9\n"), 0o600)).To(Succeed())
@@ -152,6 +180,28 @@ var _ = Describe("the Helm chart (charts/berth)", func() {
 			Expect(env.Client.CoreV1().Pods("default").Delete(ctx, "chart-pod", *metav1.NewDeleteOptions(0))).To(Succeed())
 		})
 		Eventually(sandbox.NodeNameOf(ctx, env.Client, "default", "chart-pod")).Should(Equal("chart-node"), "scheduler log: %s", logPath)
+
+		// helm test's pod: a hook for the chart's scheduler, outside the
+		// Deployment's selector; the running scheduler binds it.
+		var test *unstructured.Unstructured
+		for _, o := range objs {
+			if o.GetKind() == "Pod" {
+				test = o
+			}
+		}
+		Expect(test).NotTo(BeNil(), "no helm test pod rendered")
+		Expect(test.GetAnnotations()).To(HaveKeyWithValue("helm.sh/hook", "test"))
+		schedulerName, _, _ := unstructured.NestedString(test.Object, "spec", "schedulerName")
+		Expect(schedulerName).To(Equal("berth-scheduler"))
+		for _, o := range objs {
+			if o.GetKind() == "Deployment" || o.GetKind() == "PodDisruptionBudget" {
+				sel, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+				Expect(labels.SelectorFromSet(sel).Matches(labels.Set(test.GetLabels()))).To(BeFalse(), "%s %s selects the test pod", o.GetKind(), o.GetName())
+			}
+		}
+		Expect(env.Apply(ctx, []*unstructured.Unstructured{test}, false)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(env.Delete(ctx, test)).To(Succeed()) })
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, test.GetName())).Should(Equal("chart-node"), "scheduler log: %s", logPath)
 		log, err := os.ReadFile(logPath)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(log)).NotTo(ContainSubstring("is forbidden"), "scheduler log %s has a denied request", logPath)
