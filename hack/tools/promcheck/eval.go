@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -157,7 +158,7 @@ func evalDashboards(ds map[string]dashboard, scrapes []string, targetLabels map[
 			case series > 0:
 				report = append(report, fmt.Sprintf("dashboard %s panel %q: %d series", key, p.Title, series))
 			case skippable && len(readsOf) > 0:
-				report = append(report, fmt.Sprintf("dashboard %s panel %q: skipped, reads only plugins not enabled (%s)", key, p.Title, strings.Join(dedup(readsOf), ", ")))
+				report = append(report, fmt.Sprintf("dashboard %s panel %q: skipped, reads only plugins not enabled (%s)", key, p.Title, strings.Join(slices.Compact(slices.Sorted(slices.Values(readsOf))), ", ")))
 			default:
 				findings = append(findings, fmt.Sprintf("dashboard %s panel %q returns no series from the live scheduler", key, p.Title))
 			}
@@ -205,17 +206,6 @@ func berthPlugin(name string) (string, bool) {
 		return "", false
 	}
 	return plugin, true
-}
-
-func dedup(s []string) []string {
-	sort.Strings(s)
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // load appends one /metrics page at ts as the series Prometheus stores for

@@ -115,7 +115,7 @@ var _ = Describe("the chart's monitoring bundle", Ordered, func() {
 
 		// Berth's own metrics pass component-base's promlint, as upstream's
 		// do (names, units, counters ending in _total, help).
-		problems, err := testutil.NewPromLinter(strings.NewReader(familiesWithPrefix(text, "berth_"))).Lint()
+		problems, err := testutil.NewPromLinter(strings.NewReader(familiesWithPrefix(parsePage(text), "berth_"))).Lint()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(problems).To(BeEmpty())
 	})
@@ -150,8 +150,9 @@ var _ = Describe("the chart's monitoring bundle", Ordered, func() {
 			Expect(os.WriteFile(page, []byte(text), 0o600)).To(Succeed())
 			pages = append(pages, page)
 			if i == 0 {
-				scheduled := counted(text, "scheduler_schedule_attempts_total", map[string]string{"profile": oneProfile, "result": "scheduled"})
-				sampled := counted(text, "scheduler_plugin_execution_duration_seconds", nil)
+				families := parsePage(text)
+				scheduled := counted(families, "scheduler_schedule_attempts_total", map[string]string{"profile": oneProfile, "result": "scheduled"})
+				sampled := counted(families, "scheduler_plugin_execution_duration_seconds", nil)
 				n := 0
 				Eventually(func(g Gomega) {
 					name := fmt.Sprintf("one-more-%d", n)
@@ -163,8 +164,9 @@ var _ = Describe("the chart's monitoring bundle", Ordered, func() {
 					})
 					_, text, err := scrape(token)
 					g.Expect(err).NotTo(HaveOccurred())
-					g.Expect(counted(text, "scheduler_schedule_attempts_total", map[string]string{"profile": oneProfile, "result": "scheduled"})).To(BeNumerically(">", scheduled))
-					g.Expect(counted(text, "scheduler_plugin_execution_duration_seconds", nil)).To(BeNumerically(">", sampled))
+					families := parsePage(text)
+					g.Expect(counted(families, "scheduler_schedule_attempts_total", map[string]string{"profile": oneProfile, "result": "scheduled"})).To(BeNumerically(">", scheduled))
+					g.Expect(counted(families, "scheduler_plugin_execution_duration_seconds", nil)).To(BeNumerically(">", sampled))
 				}, "90s", "500ms").Should(Succeed(), "scheduler log: %s", logPath)
 			}
 		}
@@ -282,14 +284,19 @@ func driveUntil(ctx SpecContext, scrape func(string) (int, string, error), token
 	}, "90s", "500ms").Should(Succeed(), "scheduler log: %s", logPath)
 }
 
-// counted sums, over the series of family on a /metrics page whose labels
-// include match, a counter's value or a histogram's observation count (0
-// when there is none).
-func counted(text, family string, match map[string]string) float64 {
+// parsePage parses a /metrics page with Prometheus' text parser.
+func parsePage(text string) map[string]*dto.MetricFamily {
 	GinkgoHelper()
 	textParser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := textParser.TextToMetricFamilies(strings.NewReader(text))
 	Expect(err).NotTo(HaveOccurred())
+	return families
+}
+
+// counted sums, over the series of family on a parsed /metrics page whose
+// labels include match, a counter's value or a histogram's observation
+// count (0 when there is none).
+func counted(families map[string]*dto.MetricFamily, family string, match map[string]string) float64 {
 	sum := 0.0
 	for _, m := range families[family].GetMetric() {
 		labels := map[string]string{}
@@ -312,18 +319,14 @@ func counted(text, family string, match map[string]string) float64 {
 func writeNames(text, file string) string {
 	GinkgoHelper()
 	path := filepath.Join(env.Dir, file)
-	Expect(os.WriteFile(path, []byte(strings.Join(metricNames(text), "\n")+"\n"), 0o600)).To(Succeed())
+	Expect(os.WriteFile(path, []byte(strings.Join(metricNames(parsePage(text)), "\n")+"\n"), 0o600)).To(Succeed())
 	return path
 }
 
-// metricNames parses a /metrics page with Prometheus' parser and returns the
-// names a query can select: each family's, and a histogram's or summary's
-// _bucket, _sum and _count series.
-func metricNames(text string) []string {
-	GinkgoHelper()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
-	Expect(err).NotTo(HaveOccurred())
+// metricNames returns the names a query can select on a parsed /metrics
+// page: each family's, and a histogram's or summary's _bucket, _sum and
+// _count series.
+func metricNames(families map[string]*dto.MetricFamily) []string {
 	var names []string
 	for name, f := range families {
 		names = append(names, name)
@@ -338,13 +341,10 @@ func metricNames(text string) []string {
 	return names
 }
 
-// familiesWithPrefix re-encodes the families of a /metrics page whose name
+// familiesWithPrefix re-encodes the families of a parsed page whose name
 // starts with prefix, in the text format.
-func familiesWithPrefix(text, prefix string) string {
+func familiesWithPrefix(families map[string]*dto.MetricFamily, prefix string) string {
 	GinkgoHelper()
-	textParser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := textParser.TextToMetricFamilies(strings.NewReader(text))
-	Expect(err).NotTo(HaveOccurred())
 	names := make([]string, 0, len(families))
 	for name := range families {
 		if strings.HasPrefix(name, prefix) {
