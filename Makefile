@@ -233,14 +233,29 @@ test-unit-bin: ## Compile the race-detector unit-test binaries into bin/unit-rac
 test-unit: test-unit-bin ## Run unit tests with the race detector.
 	hack/run-unit-tests.sh $(UNIT_TEST_BIN) $(UNIT_PKGS)
 
+# The suites' and the benchmark's test binaries, compiled by one go test -c
+# at go's default parallelism (a go test -p 1 would also compile one package
+# at a time) before any of them runs; each then runs from its package
+# directory, as go test runs it. Up-to-date binaries are not linked again.
+TEST_BIN := $(BIN)/test
+.PHONY: test-bins
+test-bins: ## Compile the integration suites' and the benchmark's test binaries into bin/test.
+	@mkdir -p $(TEST_BIN)
+	$(GO) test -c -o $(TEST_BIN)/ ./test/integration/... ./test/bench
+
 .PHONY: test-integration
-test-integration: build envtest-bin demo-driver $(KUSTOMIZE) $(HELM) $(PROM_OPERATOR_CRDS) $(PROMCHECK) ## Run the envtest integration suites (real kube-apiserver, etcd, metrics-server, kube-controller-manager and KWOK; the deploy suite runs bin/scheduler, kustomize and the demo driver).
-	BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) BERTH_DEMO_BIN=$(BIN)/berth-demo BERTH_KWOK_BIN=$(KWOK) BERTH_KWOK_CRDS=$(KWOK_CRDS) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) BERTH_MONITORING_CRDS=$(PROM_OPERATOR_CRDS) PROMCHECK=$(PROMCHECK) $(GO) test -p 1 -v -count=1 -timeout 20m ./test/integration/... -ginkgo.v
+test-integration: build envtest-bin demo-driver $(KUSTOMIZE) $(HELM) $(PROM_OPERATOR_CRDS) $(PROMCHECK) test-bins ## Run the envtest integration suites (real kube-apiserver, etcd, metrics-server, kube-controller-manager and KWOK; the deploy suite runs bin/scheduler, kustomize and the demo driver).
+	@# One suite at a time: each starts its own control plane.
+	for suite in test/integration:integration test/integration/deploy:deploy; do \
+		echo ">> $${suite%%:*}"; \
+		(cd $${suite%%:*} && BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) BERTH_DEMO_BIN=$(BIN)/berth-demo BERTH_KWOK_BIN=$(KWOK) BERTH_KWOK_CRDS=$(KWOK_CRDS) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) BERTH_MONITORING_CRDS=$(PROM_OPERATOR_CRDS) PROMCHECK=$(PROMCHECK) \
+			$(TEST_BIN)/$${suite##*:}.test -test.v -test.timeout 20m -ginkgo.v) || exit 1; \
+	done
 
 .PHONY: test-bench-smoke
-test-bench-smoke: envtest-bin ## Run the scheduler_perf benchmark once at 100 nodes / 200 pods, every profile: it fails unless every pod is scheduled.
-	cd test/bench && PATH="$(ENVTEST_DIR):$$PATH" $(BENCH_ENV) $(GO) test -count=1 -timeout 20m -run '^$$' -bench . -benchtime 1x \
-		-perf-scheduling-label-filter smoke -data-items-dir $(BIN)/bench/smoke . > $(BIN)/bench-smoke.log 2>&1 \
+test-bench-smoke: envtest-bin test-bins ## Run the scheduler_perf benchmark once at 100 nodes / 200 pods, every profile: it fails unless every pod is scheduled.
+	cd test/bench && PATH="$(ENVTEST_DIR):$$PATH" $(BENCH_ENV) $(TEST_BIN)/bench.test -test.timeout 20m -test.run '^$$' -test.bench . -test.benchtime 1x \
+		-perf-scheduling-label-filter smoke -data-items-dir $(BIN)/bench/smoke > $(BIN)/bench-smoke.log 2>&1 \
 		|| { tail -100 $(BIN)/bench-smoke.log; exit 1; }
 	@grep -E '^(ok|PASS|BenchmarkPerfScheduling/[^ ]+)' $(BIN)/bench-smoke.log | cut -c1-90
 
@@ -270,13 +285,16 @@ DEMO_STEPS = \
 	build="bin/scheduler and bin/kubectl-berth"=180 \
 	$(ENVTEST_DIR)/kube-apiserver="kube-apiserver $(K8S_VERSION)"=70 \
 	$(ENVTEST_DIR)/etcd="etcd"=10 \
+	$(ENVTEST_DIR)/kube-controller-manager="kube-controller-manager $(K8S_VERSION)"=60 \
 	$(METRICS_SERVER)="metrics-server $(METRICS_SERVER_VERSION)"=100 \
+	$(KWOK)="KWOK $(KWOK_VERSION)"=90 \
+	$(KWOK_CRDS)="KWOK's CRDs"=1 \
 	demo-driver="the demo driver"=10
 
 .PHONY: demo
 demo: ## Run the local sandbox: a control plane, the real metrics-server, Berth, demo workloads, and a table of decisions.
 	@MAKE="$(MAKE)" hack/demo-build.sh $(DEMO_STEPS)
-	$(BIN)/berth-demo --scheduler $(BIN)/scheduler --kubectl-berth $(BIN)/kubectl-berth --metrics-server $(METRICS_SERVER) --assets $(ENVTEST_DIR)
+	$(BIN)/berth-demo --scheduler $(BIN)/scheduler --kubectl-berth $(BIN)/kubectl-berth --metrics-server $(METRICS_SERVER) --kwok $(KWOK) --kwok-crds $(KWOK_CRDS) --assets $(ENVTEST_DIR)
 
 .PHONY: demo-driver
 demo-driver:

@@ -3,36 +3,36 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
-// The AdmissionFeedback scenario, run after the other scenarios settled: a
-// node whose kubelet refuses every pod (its device plugin lost its devices:
-// UnexpectedAdmissionError), the roomiest of three, so the scheduler prefers
-// it. A stand-in ReplicaSet controller replaces each Failed pod. With the
-// default profile the replacements go back to the node for as long as the
-// demo lets them (loopWindow); with AdmissionFeedback the node refuses one
-// pod and the replacement lands elsewhere.
+// The AdmissionFeedback scenario, run after the other scenarios settled, on
+// the sandbox's real substrate (internal/sandbox, as the integration suites):
+// three KWOK nodes, the roomiest of which (LeastAllocated prefers it) refuses
+// every pod at admission through KWOK's refusal Stage (its device plugin lost
+// its devices: UnexpectedAdmissionError), and kube-controller-manager's
+// ReplicaSet controller, which replaces each Failed pod. With the default
+// profile the replacements go back to the node for as long as the demo lets
+// them (loopWindow); with AdmissionFeedback the node refuses one pod and the
+// replacement lands elsewhere.
 const loopWindow = 3 * time.Second
 
-func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, timeout time.Duration) ([]outcome, error) {
-	rc, err := StartRefusalCluster(ctx, c, "demo")
+func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, kwok *sandbox.KWOK, timeout time.Duration) ([]outcome, error) {
+	rc, err := sandbox.StartRefusalCluster(ctx, kwok, "demo")
 	if err != nil {
 		return nil, err
 	}
-	// The stand-ins' watches end with the scenario; their pods and nodes
-	// stay for DEMO_KEEP=1.
-	defer rc.Stop()
-	step("admissionfeedback: %s (the roomiest of three nodes) refuses every pod at admission: %s", rc.BlackHole, RefusalReason)
+	// The nodes and the ReplicaSets stay for DEMO_KEEP=1; the control plane
+	// goes with them otherwise.
+	step("admissionfeedback: KWOK node %s (the roomiest of three) refuses every pod at admission: %s", rc.BlackHole, sandbox.RefusalReason)
 
-	loop, err := StartReplacer(ctx, c, rc.PodSpec(ns, "loop-web", "default-scheduler"), 1)
+	loop, err := sandbox.CreateReplicaSet(ctx, c, rc.PodSpec(ns, "loop-web", "default-scheduler"), 1)
 	if err != nil {
 		return nil, err
 	}
@@ -41,40 +41,52 @@ func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, timeout t
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	loop.Stop()
-	looped, lastLoopPod := refusedOf(rc, "loop-web-")
-	step("admissionfeedback: default profile: %s refused %d pods of ReplicaSet loop-web in %s; the demo stopped that ReplicaSet", rc.BlackHole, looped, loopWindow)
-	loopNode, err := sandbox.NodeNameOf(ctx, c, ns, lastLoopPod)()
+	// Scaled to zero (and deleted): the loop stops; its Failed pods were
+	// read first.
+	looped, lastLoop, err := refusedOf(ctx, rc, loop)
 	if err != nil {
 		return nil, err
 	}
+	if err := loop.Close(ctx); err != nil {
+		return nil, err
+	}
+	if looped == 0 {
+		return nil, fmt.Errorf("admissionfeedback: %s refused no pod of ReplicaSet loop-web in %s (is KWOK's refusal Stage on?)", rc.BlackHole, loopWindow)
+	}
+	step("admissionfeedback: default profile: %s refused %d pods of ReplicaSet loop-web in %s; the demo scaled it to 0", rc.BlackHole, looped, loopWindow)
 
-	af, err := StartReplacer(ctx, c, rc.PodSpec(ns, "af-web", "berth-admissionfeedback"), 1)
+	af, err := sandbox.CreateReplicaSet(ctx, c, rc.PodSpec(ns, "af-web", "berth-admissionfeedback"), 1)
 	if err != nil {
 		return nil, err
 	}
-	defer af.Stop()
+	// The refused pod and the controller's replacement (creation times have
+	// a resolution of a second, so the order of af.Pods does not tell them
+	// apart: the phase does).
+	var refusedOnce int
+	var first v1.Pod
 	var replacement, node string
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if pods := af.Pods(); len(pods) < 2 {
+		if refusedOnce, first, err = refusedOf(ctx, rc, af); err != nil || refusedOnce == 0 {
 			return false, nil
 		}
-		replacement = af.Latest()
-		node, err = sandbox.NodeNameOf(ctx, c, ns, replacement)()
-		return node != "", err
+		pods, err := af.Pods(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range pods {
+			if p.Status.Phase != v1.PodFailed && p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
+				replacement, node = p.Name, p.Spec.NodeName
+			}
+		}
+		return node != "", nil
 	}); err != nil {
 		return nil, fmt.Errorf("admissionfeedback: af-web's replacement was not placed: %w", err)
 	}
-	first, err := c.CoreV1().Pods(ns).Get(ctx, af.Pods()[0], metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	refusedOnce, _ := refusedOf(rc, "af-web-")
-	step("admissionfeedback: berth-admissionfeedback: %s refused %d pod(s) of ReplicaSet af-web; the replacement %s went to %s", rc.BlackHole, refusedOnce, replacement, node)
+	step("admissionfeedback: berth-admissionfeedback: %s refused %d pod(s) of ReplicaSet af-web; the controller's replacement %s went to %s", rc.BlackHole, refusedOnce, replacement, node)
 	return []outcome{
-		{pod: demoPod{scenario: "admissionfeedback", spec: sandbox.PodSpec{Namespace: ns, Name: lastLoopPod, SchedulerName: "default-scheduler"}, expectNode: rc.BlackHole,
+		{pod: demoPod{scenario: "admissionfeedback", spec: sandbox.PodSpec{Namespace: ns, Name: lastLoop.Name, SchedulerName: "default-scheduler"}, expectNode: rc.BlackHole,
 			why: fmt.Sprintf("default profile: %d replacements of ReplicaSet loop-web in %s, each sent back to %s and refused (the demo stopped the loop)", looped, loopWindow, rc.BlackHole)},
-			node: loopNode},
+			node: lastLoop.Spec.NodeName},
 		{pod: demoPod{scenario: "admissionfeedback", spec: sandbox.PodSpec{Namespace: ns, Name: first.Name, SchedulerName: "berth-admissionfeedback"}, expectNode: rc.BlackHole,
 			why: fmt.Sprintf("refused by %s's kubelet: %s %s", first.Spec.NodeName, first.Status.Phase, first.Status.Reason)},
 			node: first.Spec.NodeName},
@@ -84,15 +96,19 @@ func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, timeout t
 	}, nil
 }
 
-// refusedOf counts the pods named prefix* the black hole refused, and names
-// the last.
-func refusedOf(rc *RefusalCluster, prefix string) (n int, last string) {
-	for _, p := range rc.Kubelet.RefusedPods() {
-		if name, ok := strings.CutPrefix(p, ns+"/"); ok && strings.HasPrefix(name, prefix) {
-			n, last = n+1, name
+// refusedOf counts the pods of r the black hole refused (Failed there with
+// the refusal's reason), and returns the last.
+func refusedOf(ctx context.Context, rc *sandbox.RefusalCluster, r *sandbox.ReplicaSet) (n int, last v1.Pod, err error) {
+	pods, err := r.Pods(ctx)
+	if err != nil {
+		return 0, v1.Pod{}, err
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == rc.BlackHole && p.Status.Phase == v1.PodFailed && p.Status.Reason == sandbox.RefusalReason {
+			n, last = n+1, p
 		}
 	}
-	return n, last
+	return n, last, nil
 }
 
 // latestMessage is the pod's latest event message of reason ("" if none yet).

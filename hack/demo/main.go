@@ -1,6 +1,7 @@
 // Command demo is `make demo`: it starts etcd and kube-apiserver on loopback
-// (envtest, binaries from `make envtest-bin`), runs bin/scheduler as its own
-// process against them, creates a small cluster and workloads, waits until
+// (envtest, binaries from `make envtest-bin`), kube-controller-manager's
+// ReplicaSet controller, KWOK's simulated kubelets and metrics-server, runs
+// bin/scheduler as its own process against them, creates a small cluster and workloads, waits until
 // each pod is placed or rejected, and prints what happened and why. It stops
 // everything it started and removes its temp dir, also on Ctrl-C.
 // DEMO_KEEP=1 keeps the cluster running until Ctrl-C.
@@ -40,13 +41,15 @@ var schedulerConfig []byte
 func main() {
 	schedulerBin := flag.String("scheduler", "bin/scheduler", "path of the Berth scheduler binary")
 	kubectlBerth := flag.String("kubectl-berth", "bin/kubectl-berth", "path of kubectl's Berth plugin (make build)")
-	assets := flag.String("assets", "", "directory holding kube-apiserver and etcd (make envtest-bin)")
+	assets := flag.String("assets", "", "directory holding kube-apiserver, etcd and kube-controller-manager (make envtest-bin)")
 	metricsServer := flag.String("metrics-server", "bin/metrics-server", "path of metrics-server (make envtest-bin)")
+	kwokBin := flag.String("kwok", "bin/kwok", "path of KWOK (make envtest-bin)")
+	kwokCRDs := flag.String("kwok-crds", "bin/crds/kwok", "directory holding KWOK's CRDs (make envtest-bin)")
 	timeout := flag.Duration("timeout", 2*time.Minute, "how long to wait for the workloads to settle")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *schedulerBin, *kubectlBerth, *metricsServer, *assets, *timeout)
+	err := run(ctx, binaries{scheduler: *schedulerBin, kubectlBerth: *kubectlBerth, metricsServer: *metricsServer, kwok: *kwokBin, kwokCRDs: *kwokCRDs}, *assets, *timeout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
@@ -61,10 +64,16 @@ func step(format string, args ...any) {
 	fmt.Printf("==> [%5.1fs] "+format+"\n", append([]any{time.Since(started).Seconds()}, args...)...)
 }
 
-func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, assets string, timeout time.Duration) (err error) {
+// binaries are the programs the demo runs beside the control plane.
+type binaries struct {
+	scheduler, kubectlBerth, metricsServer, kwok, kwokCRDs string
+}
+
+func run(ctx context.Context, bins binaries, assets string, timeout time.Duration) (err error) {
 	if assets != "" {
 		os.Setenv("KUBEBUILDER_ASSETS", assets)
 	}
+	assets = os.Getenv("KUBEBUILDER_ASSETS")
 	step("starting etcd and kube-apiserver on loopback (binaries in %s)", os.Getenv("KUBEBUILDER_ASSETS"))
 	env, err := sandbox.StartControlPlane()
 	if err != nil {
@@ -79,7 +88,7 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, asse
 
 	// metrics-server first: it reports a node from its second scrape, 10s
 	// after it starts; the other scenarios run meanwhile.
-	metrics, err := startMetrics(ctx, env, metricsServerBin)
+	metrics, err := startMetrics(ctx, env, bins.metricsServer)
 	if err != nil {
 		return err
 	}
@@ -92,6 +101,19 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, asse
 		}()
 	}
 
+	// The real ReplicaSet controller and KWOK's kubelets for the
+	// AdmissionFeedback scenario (internal/sandbox, as the suites run them).
+	step("starting kube-controller-manager (ServiceAccount and ReplicaSet controllers) and KWOK (simulated kubelets)")
+	cm, kwok, err := sandbox.StartRefusalSubstrate(ctx, env, assets, bins.kwok, bins.kwokCRDs)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		step("stopping KWOK and kube-controller-manager")
+		kwok.Stop()
+		cm.Stop()
+	}()
+
 	cfgPath := filepath.Join(env.Dir, "scheduler-config.yaml")
 	if err := os.WriteFile(cfgPath, schedulerConfig, 0o600); err != nil {
 		return err
@@ -100,7 +122,7 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, asse
 		return err
 	}
 	logPath := filepath.Join(env.Dir, "scheduler.log")
-	sched, err := sandbox.StartSchedulerProcess(schedulerBin, cfgPath, logPath, "--v=2")
+	sched, err := sandbox.StartSchedulerProcess(bins.scheduler, cfgPath, logPath, "--v=2")
 	if err != nil {
 		return err
 	}
@@ -183,14 +205,14 @@ func run(ctx context.Context, schedulerBin, kubectlBerth, metricsServerBin, asse
 	if err := <-provisioned; err != nil {
 		return fmt.Errorf("provisioning %s: %w", cbClaim, err)
 	}
-	afResults, err := runAdmissionFeedback(ctx, c, timeout)
+	afResults, err := runAdmissionFeedback(ctx, c, kwok, timeout)
 	if err != nil {
 		return err
 	}
 	unexpected := printTable(append(results, afResults...))
 	for _, pod := range []string{"batch-job", "cruncher"} {
 		step("kubectl berth explain %s", pod)
-		out, err := exec.CommandContext(ctx, kubectlBerth, "explain", pod, "-n", ns, "--kubeconfig", env.Kubeconfig).CombinedOutput()
+		out, err := exec.CommandContext(ctx, bins.kubectlBerth, "explain", pod, "-n", ns, "--kubeconfig", env.Kubeconfig).CombinedOutput()
 		fmt.Println(string(out))
 		if err != nil {
 			return fmt.Errorf("kubectl berth explain %s: %w", pod, err)

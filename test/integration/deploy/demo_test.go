@@ -26,6 +26,8 @@ func demoCommand() *exec.Cmd {
 		"--scheduler", schedulerBin,
 		"--kubectl-berth", os.Getenv("BERTH_KUBECTL_BIN"),
 		"--metrics-server", os.Getenv("BERTH_METRICS_SERVER_BIN"),
+		"--kwok", os.Getenv("BERTH_KWOK_BIN"),
+		"--kwok-crds", os.Getenv("BERTH_KWOK_CRDS"),
 		"--assets", os.Getenv("KUBEBUILDER_ASSETS"))
 }
 
@@ -51,8 +53,9 @@ var _ = Describe("make demo's driver", func() {
 })
 
 // make demo must leave nothing behind, also when it is interrupted in the
-// middle: no process it started (etcd, kube-apiserver, metrics-server,
-// bin/scheduler), no temp dir, no network namespace.
+// middle: no process it started (etcd, kube-apiserver,
+// kube-controller-manager, KWOK, metrics-server, bin/scheduler), no temp
+// dir, no network namespace.
 var _ = Describe("make demo's driver on Ctrl-C", func() {
 	It("stops every process it started and removes its temp dir and network namespace", func(ctx SpecContext) {
 		cmd := demoCommand()
@@ -85,7 +88,7 @@ var _ = Describe("make demo's driver on Ctrl-C", func() {
 		dir := filepath.Dir(submatch(text, `scheduler running \(pid \d+, log (\S+)\)`))
 		netns := submatch(text, `network namespace (\S+)\)`)
 		started := descendants(cmd.Process.Pid)
-		Expect(started).To(HaveLen(4), "etcd, kube-apiserver, metrics-server and the scheduler; output:\n%s", text)
+		Expect(started).To(HaveLen(6), "etcd, kube-apiserver, kube-controller-manager, KWOK, metrics-server and the scheduler; output:\n%s", text)
 
 		Expect(syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)).To(Succeed())
 		Eventually(exited, "60s").Should(Receive())
