@@ -188,8 +188,32 @@ $(PROMCHECK): $(wildcard hack/tools/promcheck/*.go) hack/tools/promcheck/go.mod 
 	cd hack/tools/promcheck && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -o $@ .
 
 .PHONY: image
-image: ## Build the container image (needs a Docker engine; the build command is `make build`'s).
-	docker build --build-arg BERTH_VERSION=$(BERTH_VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) -t $(IMAGE) .
+# IMAGE_PLATFORMS=linux/amd64,linux/arm64 with IMAGE_OUTPUT=--push builds
+# both (a local --load holds one platform).
+IMAGE_PLATFORMS ?= linux/$(shell $(GO) env GOARCH)
+IMAGE_OUTPUT ?= --load
+image: ## Build the container image with buildx (needs a Docker engine; the build command is `make build`'s): IMAGE_PLATFORMS (this machine's), IMAGE_OUTPUT (--load).
+	docker buildx build --platform $(IMAGE_PLATFORMS) $(IMAGE_OUTPUT) --build-arg BERTH_VERSION=$(BERTH_VERSION) \
+		--build-arg GIT_COMMIT=$(GIT_COMMIT) --build-arg BUILD_DATE=$(BUILD_DATE) -t $(IMAGE) .
+
+##@ Release
+
+CYCLONEDX_MOD := hack/tools/cyclonedx
+CYCLONEDX_VERSION := $(shell cd $(CYCLONEDX_MOD) && $(GO) list -m -f '{{.Version}}' github.com/CycloneDX/cyclonedx-gomod)
+CYCLONEDX := $(BIN)/cyclonedx-gomod-$(CYCLONEDX_VERSION)
+DIST ?= dist
+
+$(CYCLONEDX): $(CYCLONEDX_MOD)/go.mod $(CYCLONEDX_MOD)/go.sum
+	@echo ">> building cyclonedx-gomod $(CYCLONEDX_VERSION) into $(BIN)"
+	cd $(CYCLONEDX_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w" -o $@.tmp github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
+	mv $@.tmp $@
+
+.PHONY: release
+release: $(HELM) $(CYCLONEDX) ## Write every artifact of a release into dist/: the scheduler (linux/amd64, arm64) and kubectl-berth (linux, darwin: amd64, arm64; windows/amd64) archives, an SBOM per binary, the chart, the krew manifest and checksums.txt; then check them (hack/release.sh). Cold: the scheduler compiles once per architecture.
+	$(TOOL_BUILD_CMD) -o $(BIN)/berth-krew ./hack/krew
+	$(TOOL_BUILD_CMD) -o $(BIN)/berth-verifyrelease ./hack/verifyrelease
+	BERTH_VERSION='$(BERTH_VERSION)' LDFLAGS="$(LDFLAGS)" BUILD_DATE='$(BUILD_DATE)' DIST='$(DIST)' \
+		HELM=$(HELM) CYCLONEDX=$(CYCLONEDX) KREW=$(BIN)/berth-krew VERIFY=$(BIN)/berth-verifyrelease hack/release.sh
 
 ##@ Test
 
@@ -405,5 +429,5 @@ $(KUSTOMIZE): $(KUSTOMIZE_MOD)/go.mod $(KUSTOMIZE_MOD)/go.sum
 	@mv $@.tmp $@
 
 .PHONY: clean
-clean: ## Remove build output (bin/, envtest binaries included).
-	rm -rf $(BIN)
+clean: ## Remove build output (bin/, envtest binaries included, and dist/).
+	rm -rf $(BIN) $(DIST)

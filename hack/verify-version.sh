@@ -29,7 +29,7 @@ while IFS= read -r line; do
   [[ $tag == "v$version" ]] || { echo "$file: newTag $tag, VERSION says v$version"; fail=1; }
 done < <(grep -rH 'newTag: ' --include=kustomization.yaml manifests | sed 's/["'"'"']//g')
 # The image build's default, for a build without make's version.
-dockerfile=$(sed -n 's/^ARG BERTH_VERSION=//p' Dockerfile)
+dockerfile=$(sed -n 's/^ARG BERTH_VERSION=//p' Dockerfile | sort -u | paste -sd' ')
 [[ $dockerfile == "v$version-dev" ]] || { echo "Dockerfile: ARG BERTH_VERSION=$dockerfile, VERSION says v$version-dev"; fail=1; }
 # Keep a Changelog: an Unreleased section, or one for this version, first.
 first=$(grep -m1 -o '^## \[[^]]*\]' CHANGELOG.md || true)

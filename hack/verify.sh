@@ -13,8 +13,8 @@ echo ">> layout (pkg/ is the public surface)"
 hack/verify-layout.sh || fail=1
 echo ">> one version (VERSION, the chart, the manifests' image, the CHANGELOG)"
 hack/verify-version.sh || fail=1
-echo ">> the krew manifest's generator against krew's rules (hack/krew)"
-go test -count=1 ./hack/krew || fail=1
+echo ">> the krew manifest's generator against krew's rules (hack/krew), and the release check (hack/verifyrelease)"
+go test -count=1 ./hack/krew ./hack/verifyrelease || fail=1
 echo ">> GitHub Actions workflows (actionlint)"
 : "${ACTIONLINT:?ACTIONLINT must name the actionlint binary (make verify sets it)}"
 "$ACTIONLINT" -no-color || fail=1
