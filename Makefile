@@ -262,6 +262,8 @@ test-unit: test-unit-bin ## Run unit tests with the race detector.
 # at a time) before any of them runs; each then runs from its package
 # directory, as go test runs it. Up-to-date binaries are not linked again.
 TEST_BIN := $(BIN)/test
+# dir:import path of each package with tests under test/integration (go test -c names its binary after the path's last element).
+INTEGRATION_SUITES = $(shell $(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}:{{.ImportPath}}{{end}}' ./test/integration/...)
 .PHONY: test-bins
 test-bins: ## Compile the integration suites' and the benchmark's test binaries into bin/test.
 	@mkdir -p $(TEST_BIN)
@@ -270,10 +272,11 @@ test-bins: ## Compile the integration suites' and the benchmark's test binaries 
 .PHONY: test-integration
 test-integration: build envtest-bin demo-driver $(KUSTOMIZE) $(HELM) $(PROM_OPERATOR_CRDS) $(PROMCHECK) test-bins ## Run the envtest integration suites (real kube-apiserver, etcd, metrics-server, kube-controller-manager and KWOK; the deploy suite runs bin/scheduler, kustomize and the demo driver).
 	@# One suite at a time: each starts its own control plane.
-	for suite in test/integration:integration test/integration/deploy:deploy; do \
-		echo ">> $${suite%%:*}"; \
+	@# Every package with tests under test/integration (INTEGRATION_SUITES).
+	for suite in $(INTEGRATION_SUITES); do \
+		echo ">> $${suite##*:}"; \
 		(cd $${suite%%:*} && BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) BERTH_DEMO_BIN=$(BIN)/berth-demo BERTH_KWOK_BIN=$(KWOK) BERTH_KWOK_CRDS=$(KWOK_CRDS) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) BERTH_MONITORING_CRDS=$(PROM_OPERATOR_CRDS) PROMCHECK=$(PROMCHECK) \
-			$(TEST_BIN)/$${suite##*:}.test -test.v -test.timeout 20m -ginkgo.v) || exit 1; \
+			$(TEST_BIN)/$${suite##*/}.test -test.v -test.timeout 20m -ginkgo.v) || exit 1; \
 	done
 
 .PHONY: test-bench-smoke

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make release: every artifact of a Berth release, in dist/ (README,
-# "Releases"). From the Makefile, which passes the version, the link flags
+# "Releases"). Needs Go, GNU tar (--sort), findutils (find -printf) and
+# coreutils (sha256sum, numfmt). From the Makefile, which passes the version, the link flags
 # and the tools it built:
 #   BERTH_VERSION (v0.1.0 on the tag v0.1.0, else v0.1.0-dev+<sha>)
 #   LDFLAGS       make build's link flags (the version, the commit, the
@@ -15,8 +16,9 @@
 #     kubectl-berth_<version>_windows_amd64.tar.gz (krew's archive names)
 #   <archive>.sbom.cdx.json   the CycloneDX SBOM of the archive's binary
 #   berth-<chart version>.tgz the Helm chart (version and appVersion)
-#   plugins/berth.yaml        the krew plugin manifest, with the archives'
-#                             sha256 (hack/krew checks it against krew's rules)
+#   berth.yaml                the krew plugin manifest (plugins/berth.yaml in
+#                             krew's index), with the archives' sha256
+#                             (hack/krew checks it against krew's rules)
 #   checksums.txt             sha256 of every file above (sha256sum -c)
 # and then checks them (hack/verifyrelease).
 set -euo pipefail
@@ -31,7 +33,7 @@ start=$SECONDS
 say() { printf '>> [%4ds] %s\n' $((SECONDS - start)) "$*"; }
 
 rm -rf "$DIST"
-mkdir -p "$DIST/plugins"
+mkdir -p "$DIST"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -46,12 +48,15 @@ archive() {
   mkdir -p "$work/$base"
   CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$LDFLAGS" -o "$work/$base/$bin" "$pkg"
   cp LICENSE "$work/$base/LICENSE"
-  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="$BUILD_DATE" \
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mode=u=rwX,go=rX --mtime="$BUILD_DATE" \
     -C "$work/$base" -cf - "$bin" LICENSE | gzip -n -9 > "$DIST/$base.tar.gz"
   # The SBOM from the binary's own build information (the modules linked
-  # into it, with their go.sum hashes), the release's version as the
-  # component's (a -trimpath build records the main module as (devel)).
-  "$CYCLONEDX" bin -json -version "$BERTH_VERSION" -output "$DIST/$base.tar.gz.sbom.cdx.json" "$work/$base/$bin"
+  # into it, with their go.sum hashes, and the binary's sha256), the
+  # release's version as the component's; GOOS/GOARCH for the purls'
+  # platform qualifiers (cyclonedx-gomod reads them from go env); no serial
+  # number or timestamp, so the same commit writes the same SBOM.
+  GOOS=$os GOARCH=$arch "$CYCLONEDX" bin -json -noserial -notimestamp -version "$BERTH_VERSION" \
+    -output "$DIST/$base.tar.gz.sbom.cdx.json" "$work/$base/$bin"
 }
 
 for p in $SCHEDULER_PLATFORMS; do
@@ -65,8 +70,8 @@ chart_version=${BERTH_VERSION#v}
 say "packaging the chart as berth-$chart_version.tgz (appVersion $BERTH_VERSION)"
 "$HELM" package charts/berth --version "$chart_version" --app-version "$BERTH_VERSION" -d "$DIST" >/dev/null
 
-say "writing the krew manifest plugins/berth.yaml"
-"$KREW" -version "$BERTH_VERSION" -out "$DIST/plugins/berth.yaml" "$DIST"/kubectl-berth_*.tar.gz
+say "writing the krew manifest berth.yaml"
+"$KREW" -version "$BERTH_VERSION" -out "$DIST/berth.yaml" "$DIST"/kubectl-berth_*.tar.gz
 
 say "writing checksums.txt"
 (cd "$DIST" && find . -type f ! -name checksums.txt -printf '%P\n' | LC_ALL=C sort | xargs sha256sum > checksums.txt)

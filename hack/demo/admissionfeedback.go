@@ -28,14 +28,22 @@ func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, kwok *san
 	if err != nil {
 		return nil, err
 	}
-	// The nodes and the ReplicaSets stay for DEMO_KEEP=1; the control plane
-	// goes with them otherwise.
+	// The nodes, the refusal Stage and af-web stay for DEMO_KEEP=1 (loop-web
+	// is deleted once counted); the control plane goes with them otherwise.
 	step("admissionfeedback: KWOK node %s (the roomiest of three) refuses every pod at admission: %s", rc.BlackHole, sandbox.RefusalReason)
 
 	loop, err := sandbox.CreateReplicaSet(ctx, c, rc.PodSpec(ns, "loop-web", "default-scheduler"), 1)
 	if err != nil {
 		return nil, err
 	}
+	// Should the scenario fail before the loop is stopped (DEMO_KEEP=1
+	// keeps the cluster up), the loop must not go on refusing for ever.
+	closed := false
+	defer func() {
+		if !closed {
+			_ = loop.Close(context.WithoutCancel(ctx))
+		}
+	}()
 	select {
 	case <-time.After(loopWindow):
 	case <-ctx.Done():
@@ -47,6 +55,7 @@ func runAdmissionFeedback(ctx context.Context, c kubernetes.Interface, kwok *san
 	if err != nil {
 		return nil, err
 	}
+	closed = true
 	if err := loop.Close(ctx); err != nil {
 		return nil, err
 	}

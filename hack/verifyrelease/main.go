@@ -156,7 +156,8 @@ func checkArchive(path, version string) error {
 			return err
 		}
 	}
-	return checkSBOM(path+".sbom.cdx.json", version)
+	sum := sha256.Sum256(bin)
+	return checkSBOM(path+".sbom.cdx.json", version, a.os, a.arch, hex.EncodeToString(sum[:]))
 }
 
 // checkRuns runs a binary this machine can run and looks for the version in
@@ -194,6 +195,10 @@ type sbom struct {
 			Name    string `json:"name"`
 			Version string `json:"version"`
 		} `json:"component"`
+		Properties []struct {
+			Name  string `json:"name"`
+			Value string `json:"value"`
+		} `json:"properties"`
 	} `json:"metadata"`
 	Components []struct {
 		PURL   string `json:"purl"`
@@ -204,7 +209,10 @@ type sbom struct {
 	} `json:"components"`
 }
 
-func checkSBOM(path, version string) error {
+// checkSBOM checks the SBOM of the binary whose sha256 is binSum, built
+// for goos/goarch: its version, the binary's hash (cyclonedx-gomod's
+// cdx:gomod:binary:hash:SHA-256 property), and the modules with their platform.
+func checkSBOM(path, version, goos, goarch, binSum string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("the archive's SBOM: %w", err)
@@ -217,8 +225,19 @@ func checkSBOM(path, version string) error {
 		return fmt.Errorf("%s: bomFormat %q, specVersion %q, component version %q: not a CycloneDX SBOM of %s",
 			path, b.BOMFormat, b.SpecVersion, b.Metadata.Component.Version, version)
 	}
+	hashOK := false
+	for _, p := range b.Metadata.Properties {
+		hashOK = hashOK || p.Name == "cdx:gomod:binary:hash:SHA-256" && p.Value == binSum
+	}
+	if !hashOK {
+		return fmt.Errorf("%s: no binary hash property of %s: the SBOM is not of this archive's binary", path, binSum)
+	}
+	platform := "goarch=" + goarch + "&goos=" + goos
 	k8s, hashed := 0, 0
 	for _, c := range b.Components {
+		if !strings.Contains(c.PURL, platform) {
+			return fmt.Errorf("%s: component %s is not for %s/%s", path, c.PURL, goos, goarch)
+		}
 		if strings.HasPrefix(c.PURL, "pkg:golang/k8s.io/") {
 			k8s++
 		}
@@ -252,7 +271,7 @@ func checkChart(dir, version string) error {
 }
 
 func checkKrew(dir, version string, sums map[string]string) error {
-	raw, err := os.ReadFile(filepath.Join(dir, "plugins", "berth.yaml"))
+	raw, err := os.ReadFile(filepath.Join(dir, "berth.yaml"))
 	if err != nil {
 		return fmt.Errorf("the krew manifest: %w", err)
 	}
@@ -266,23 +285,29 @@ func checkKrew(dir, version string, sums map[string]string) error {
 		} `json:"spec"`
 	}
 	if err := yaml.Unmarshal(raw, &m); err != nil {
-		return fmt.Errorf("plugins/berth.yaml: %w", err)
+		return fmt.Errorf("berth.yaml: %w", err)
 	}
 	var errs []error
 	if m.Spec.Version != version {
-		errs = append(errs, fmt.Errorf("plugins/berth.yaml: version %q; the release is %s", m.Spec.Version, version))
+		errs = append(errs, fmt.Errorf("berth.yaml: version %q; the release is %s", m.Spec.Version, version))
 	}
 	named := map[string]string{}
 	for _, p := range m.Spec.Platforms {
-		named[p.URI[strings.LastIndex(p.URI, "/")+1:]] = p.Sha256
+		// <base-url>/<version>/<archive>: the release's own directory.
+		dir, file, _ := strings.Cut(p.URI[strings.Index(p.URI, "://")+3:], "/"+version+"/")
+		if dir == "" || strings.Contains(file, "/") {
+			errs = append(errs, fmt.Errorf("berth.yaml: uri %s is not <base-url>/%s/<archive>", p.URI, version))
+			continue
+		}
+		named[file] = p.Sha256
 	}
 	for name, sum := range sums {
 		if strings.HasPrefix(name, "kubectl-berth_") && strings.HasSuffix(name, ".tar.gz") && named[name] != sum {
-			errs = append(errs, fmt.Errorf("plugins/berth.yaml: %s has sha256 %q, the archive %s", name, named[name], sum))
+			errs = append(errs, fmt.Errorf("berth.yaml: %s has sha256 %q, the archive %s", name, named[name], sum))
 		}
 	}
 	if len(named) == 0 {
-		errs = append(errs, errors.New("plugins/berth.yaml names no platform"))
+		errs = append(errs, errors.New("berth.yaml names no platform"))
 	}
 	return errors.Join(errs...)
 }
@@ -308,7 +333,7 @@ func readTarGz(path string) (map[string][]byte, error) {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
 		if h.Typeflag != tar.TypeReg {
-			continue
+			return nil, fmt.Errorf("%s: %s is not a regular file", path, h.Name)
 		}
 		if files[h.Name], err = io.ReadAll(tr); err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", path, h.Name, err)

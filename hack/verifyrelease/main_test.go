@@ -36,7 +36,7 @@ func writeDist(t *testing.T, files map[string]string, tamper func(dir string)) s
 }
 
 func TestCheckSums(t *testing.T) {
-	files := map[string]string{"a.tar.gz": "a", "plugins/berth.yaml": "m"}
+	files := map[string]string{"a.tar.gz": "a", "sub/b.yaml": "m"}
 	for _, tc := range []struct {
 		name   string
 		tamper func(dir string)
@@ -50,8 +50,8 @@ func TestCheckSums(t *testing.T) {
 			_ = os.WriteFile(filepath.Join(dir, "extra.tgz"), []byte("x"), 0o644)
 		}, want: "does not list extra.tgz"},
 		{name: "a listed file missing", tamper: func(dir string) {
-			_ = os.Remove(filepath.Join(dir, "plugins", "berth.yaml"))
-		}, want: "lists plugins/berth.yaml, which is not in"},
+			_ = os.Remove(filepath.Join(dir, "sub", "b.yaml"))
+		}, want: "lists sub/b.yaml, which is not in"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := checkSums(writeDist(t, files, tc.tamper))
@@ -66,8 +66,10 @@ func TestCheckSums(t *testing.T) {
 }
 
 func TestCheckSBOM(t *testing.T) {
-	const good = `{"bomFormat":"CycloneDX","specVersion":"1.6","metadata":{"component":{"name":"scheduler","version":"v0.1.0"}},
-"components":[{"purl":"pkg:golang/k8s.io/api@v0.37.2?type=module","hashes":[{"alg":"SHA-256","content":"00"}]}]}`
+	const binSum = "3fd9"
+	const good = `{"bomFormat":"CycloneDX","specVersion":"1.6","metadata":{"component":{"name":"scheduler","version":"v0.1.0"},
+"properties":[{"name":"cdx:gomod:binary:hash:SHA-256","value":"3fd9"}]},
+"components":[{"purl":"pkg:golang/k8s.io/api@v0.37.2?goarch=arm64&goos=linux&type=module","hashes":[{"alg":"SHA-256","content":"00"}]}]}`
 	for _, tc := range []struct {
 		name, body, version, want string
 	}{
@@ -75,13 +77,15 @@ func TestCheckSBOM(t *testing.T) {
 		{name: "another version's", body: good, version: "v0.2.0", want: "not a CycloneDX SBOM of v0.2.0"},
 		{name: "not CycloneDX", body: `{"spdxVersion":"SPDX-2.3"}`, version: "v0.1.0", want: "not a CycloneDX SBOM"},
 		{name: "no modules", body: strings.Replace(good, "k8s.io/api", "example.com/x", 1), version: "v0.1.0", want: "not the binary's modules"},
+		{name: "another binary's", body: strings.Replace(good, `"value":"3fd9"`, `"value":"abcd"`, 1), version: "v0.1.0", want: "not of this archive's binary"},
+		{name: "the build machine's platform", body: strings.Replace(good, "goarch=arm64", "goarch=amd64", 1), version: "v0.1.0", want: "is not for linux/arm64"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "x.sbom.cdx.json")
 			if err := os.WriteFile(p, []byte(tc.body), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			err := checkSBOM(p, tc.version)
+			err := checkSBOM(p, tc.version, "linux", "arm64", binSum)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("checkSBOM: %v", err)
@@ -94,11 +98,8 @@ func TestCheckSBOM(t *testing.T) {
 
 func TestCheckKrewNeedsEveryArchiveSum(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "plugins"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	manifest := "spec:\n  version: v0.1.0\n  platforms:\n  - uri: https://x/v0.1.0/kubectl-berth_v0.1.0_linux_amd64.tar.gz\n    sha256: " + strings.Repeat("a", 64) + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "plugins", "berth.yaml"), []byte(manifest), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "berth.yaml"), []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	sums := map[string]string{"kubectl-berth_v0.1.0_linux_amd64.tar.gz": strings.Repeat("a", 64)}
