@@ -241,7 +241,9 @@ test: ## Run unit, integration and benchmark smoke tests and the 3-minute soak (
 # API server's libraries), 1,723 instead of 1,320, for no test (counted with
 # go test -race -c -n -a).
 UNIT_TEST_BIN := $(BIN)/unit-race
-UNIT_TEST_PKGS = $(shell $(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' $(UNIT_PKGS))
+# go list's test of a package that has tests (unit and integration lists).
+HAS_TESTS := or .TestGoFiles .XTestGoFiles
+UNIT_TEST_PKGS = $(shell $(GO) list -f '{{if $(HAS_TESTS)}}{{.ImportPath}}{{end}}' $(UNIT_PKGS))
 UNIT_TEST_BUILD = env $(RACE_ENV) $(GO) test -race -c -ldflags '-s -w' -o $(UNIT_TEST_BIN)/ $(UNIT_TEST_PKGS)
 
 .PHONY: test-unit-build
@@ -263,7 +265,7 @@ test-unit: test-unit-bin ## Run unit tests with the race detector.
 # directory, as go test runs it. Up-to-date binaries are not linked again.
 TEST_BIN := $(BIN)/test
 # dir:import path of each package with tests under test/integration (go test -c names its binary after the path's last element).
-INTEGRATION_SUITES = $(shell $(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}:{{.ImportPath}}{{end}}' ./test/integration/...)
+INTEGRATION_SUITES = $(shell $(GO) list -f '{{if $(HAS_TESTS)}}{{.Dir}}:{{.ImportPath}}{{end}}' ./test/integration/...)
 .PHONY: test-bins
 test-bins: ## Compile the integration suites' and the benchmark's test binaries into bin/test.
 	@mkdir -p $(TEST_BIN)

@@ -8,12 +8,9 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +18,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/berth-scheduler/berth/hack/internal/filehash"
 )
 
 // Manifest is krew's Plugin (krew.googlecontainertools.github.com/v1alpha2),
@@ -87,7 +86,7 @@ func build(version, baseURL string, archives []string) (*Manifest, error) {
 		if match[1] != version {
 			return nil, fmt.Errorf("%s: version %s, the manifest's is %s", a, match[1], version)
 		}
-		sum, err := sha256File(a)
+		sum, err := filehash.SHA256(a)
 		if err != nil {
 			return nil, err
 		}
@@ -178,19 +177,6 @@ func validate(m *Manifest) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func sha256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = f.Close() }()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func main() {

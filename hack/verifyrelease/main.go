@@ -34,6 +34,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/berth-scheduler/berth/hack/internal/filehash"
 )
 
 // archive is one release archive, read whole.
@@ -95,7 +97,7 @@ func checkSums(dir string) (map[string]string, error) {
 			return nil
 		}
 		present = append(present, rel)
-		got, err := sha256File(p)
+		got, err := filehash.SHA256(p)
 		if err != nil {
 			return err
 		}
@@ -339,19 +341,6 @@ func readTarGz(path string) (map[string][]byte, error) {
 			return nil, fmt.Errorf("%s: %s: %w", path, h.Name, err)
 		}
 	}
-}
-
-func sha256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = f.Close() }()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func main() {
