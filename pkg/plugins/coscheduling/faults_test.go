@@ -3,6 +3,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -340,6 +341,86 @@ func TestMinResourcesGangRequeuedOnlyWhenTheGapCanClose(t *testing.T) {
 	// to any freed room: its gap is not known.
 	if got, _ := s.pl.isSchedulableAfterClusterChange(logger, memberPod("other", 0), cpuPod("c", "1"), nil); got != fwk.Queue {
 		t.Errorf("hint for a gang without a recorded gap: %v, want Queue", got)
+	}
+}
+
+// A cold make test's Coscheduling spec (issue #27: "releases a gang whose
+// members fit the cluster's total but not its nodes") waited for ever after
+// the node that would fit the gang joined. The gang had just been released
+// at PostFilter; upstream's binding goroutine runs a released member's
+// Unreserve and only then forgets it in the cache, so a member's next
+// attempt could see no member placed while the released ones still held
+// their room in the snapshot. Its minResources check then recorded a gap
+// that the gang's own room made, and their leaving the cache was skipped
+// (a released gang must not chase its own room): nothing else freed could
+// close the gap, and every member waited for the queue's five-minute flush.
+func TestMinResourcesGapCountsTheGangsOwnRoomWhenItLeaves(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2), memberPod("g", 3)}
+	pg := podGroup("g", 4, 0)
+	pg.Spec.MinResources = v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}
+	// 4 CPUs free in all, one per node at most but on n4, which a pod of
+	// another team fills for now.
+	s := newSim(t, []*v1.Node{node("n1", "1500m"), node("n2", "1500m"), node("n3", "1"), node("n4", "1")}, []*schedv1alpha1.PodGroup{pg}, pods)
+	filler := st.MakePod().Namespace("batch").Name("filler").UID("filler").Node("n4").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	snapshotWith(s, []*v1.Pod{filler})
+	holds := make(chan struct{})
+	s.mu.Lock()
+	for _, p := range pods[:3] {
+		s.holdForget[p.Name] = holds
+	}
+	s.mu.Unlock()
+	for _, p := range pods[:3] {
+		if st := s.schedule(p); !st.IsWait() {
+			t.Fatalf("%s: %v, want Wait", p.Name, st)
+		}
+	}
+	if st := s.schedule(pods[3]); st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "members held at Permit were released") {
+		t.Fatalf("g-3: %v, want the gang released (it fits no node)", st)
+	}
+	mgr := s.pl.shared.mgr
+	s.waitFor("the released members' Unreserve", func() bool { c, _, _, _ := mgr.snapshot("jobs/g"); return c.placed == 0 })
+
+	// n4 is freed; the released members are still in the cache.
+	n4, err := s.snapshot.NodeInfos().Get("n4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.forget(filler, n4)
+	logger := klog.FromContext(s.ctx)
+	for _, m := range pods {
+		if h, _ := s.pl.isSchedulableAfterClusterChange(logger, m, filler, nil); h != fwk.Queue {
+			t.Fatalf("hint for %s on the filler's deletion: %v, want Queue", m.Name, h)
+		}
+	}
+	if st := s.schedule(pods[3]); st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "needs cpu 4 (free 2)") {
+		t.Fatalf("g-3 while the released members hold their room in the cache: %v, want the minResources refusal", st)
+	}
+
+	// The cache forgets them, and each leaving is an assigned pod's
+	// deletion the queue asks every member's hint about.
+	close(holds)
+	s.waitDone("g-0", "g-1", "g-2")
+	queued := map[string]bool{}
+	for i, p := range pods[:3] {
+		gone := p.DeepCopy()
+		gone.Spec.NodeName = []string{"n1", "n2", "n3"}[i]
+		for _, m := range pods {
+			if h, _ := s.pl.isSchedulableAfterClusterChange(logger, m, gone, nil); h == fwk.Queue {
+				queued[m.Name] = true
+			}
+		}
+	}
+	if len(queued) != len(pods) {
+		t.Fatalf("members queued by the gang's own room leaving the cache: %v, want all of them: the gap it recorded counted that room", slices.Sorted(maps.Keys(queued)))
+	}
+	for _, p := range pods {
+		if st := s.schedule(p); !st.IsWait() && !st.IsSuccess() {
+			t.Fatalf("%s: %v", p.Name, st)
+		}
+	}
+	s.settle()
+	if b := s.boundPods(); len(b) != 4 {
+		t.Errorf("bound %v, want the whole gang", b)
 	}
 }
 

@@ -70,6 +70,9 @@ type group struct {
 	// once per waiting member for one event).
 	gap, freed map[v1.ResourceName]int64
 	lastEvent  string
+	// closedBy: the event that closed the last gap; the other members' hints
+	// for it answer as the first one's did.
+	closedBy string
 
 	// failed is set when the gang could not be placed and its held members
 	// were released; its members are refused in PreFilter (failedMsg) until
@@ -91,7 +94,7 @@ func newGroup() *group {
 }
 
 // clearGap forgets a recorded minResources gap and what was freed since.
-func (g *group) clearGap() { g.gap, g.freed, g.lastEvent = nil, nil, "" }
+func (g *group) clearGap() { g.gap, g.freed, g.lastEvent, g.closedBy = nil, nil, "", "" }
 
 // due: a member waiting at Permit since then reaches its timeout within
 // margin of now (the framework's timer for it may fire at any moment).
@@ -444,7 +447,7 @@ func (m *manager) setGap(key string, gap map[v1.ResourceName]int64) {
 	if g == nil {
 		return
 	}
-	g.gap, g.freed, g.lastEvent = gap, nil, ""
+	g.gap, g.freed, g.lastEvent, g.closedBy = gap, nil, "", ""
 	if gap != nil {
 		g.freed = make(map[v1.ResourceName]int64, len(gap))
 	}
@@ -453,13 +456,16 @@ func (m *manager) setGap(key string, gap map[v1.ResourceName]int64) {
 // mayClose adds what the event (id) frees to what was freed since the
 // group's minResources refusal. hasGap says whether one is recorded; closes
 // whether what was freed now covers it (the gap is then dropped: the next
-// attempt recomputes it).
+// attempt recomputes it), also when asked again about the event that did.
 func (m *manager) mayClose(key, id string, freed map[v1.ResourceName]int64) (hasGap, closes bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.groups[key]
-	if g == nil || g.gap == nil {
+	if g == nil {
 		return false, false
+	}
+	if g.gap == nil {
+		return false, id != "" && id == g.closedBy
 	}
 	if id != g.lastEvent {
 		g.lastEvent = id
@@ -473,6 +479,7 @@ func (m *manager) mayClose(key, id string, freed map[v1.ResourceName]int64) (has
 		}
 	}
 	g.clearGap()
+	g.closedBy = id
 	return true, true
 }
 

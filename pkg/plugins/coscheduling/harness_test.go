@@ -107,9 +107,10 @@ type sim struct {
 	failed map[string]string // pod -> last failure
 	done   map[string]chan struct{}
 	// holdUnreserve: a pod's binding goroutine waits on its channel between
-	// a rejection at Permit and Unreserve.
-	holdUnreserve map[string]chan struct{}
-	wg            sync.WaitGroup
+	// a rejection at Permit and Unreserve; holdForget between Unreserve and
+	// the cache forgetting the assumed pod.
+	holdUnreserve, holdForget map[string]chan struct{}
+	wg                        sync.WaitGroup
 }
 
 func newSim(t testing.TB, nodes []*v1.Node, pgs []*schedv1alpha1.PodGroup, pods []*v1.Pod, opts ...frameworkruntime.Option) *sim {
@@ -136,7 +137,8 @@ func newSimWith(t testing.TB, extra extraPlugins, nodes []*v1.Node, pgs []*sched
 	informerFactory := informers.NewSharedInformerFactory(cs, 0)
 	snapshot := internalcache.NewSnapshot(nil, nodes)
 	s := &sim{t: t, ctx: ctx, snapshot: snapshot, cs: cs, pgc: fakePGClient(pgs...), rec: &handletest.Recorder{},
-		bound: map[string]string{}, failed: map[string]string{}, done: map[string]chan struct{}{}, holdUnreserve: map[string]chan struct{}{}}
+		bound: map[string]string{}, failed: map[string]string{}, done: map[string]chan struct{}{},
+		holdUnreserve: map[string]chan struct{}{}, holdForget: map[string]chan struct{}{}}
 	factory := func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		p, err := newWithClient(s.pgc)(ctx, defaultArgs(), h)
 		if err == nil {
@@ -300,16 +302,20 @@ func (s *sim) schedule(pod *v1.Pod) *fwk.Status {
 		defer close(done)
 		if st := s.f.WaitOnPermit(ctx, assumed); !st.IsSuccess() {
 			// The scheduler's binding goroutine reaches Unreserve some time
-			// after the rejection (handleBindingCycleError); a test can hold
-			// it there.
+			// after the rejection, and only then forgets the assumed pod in
+			// its cache (handleBindingCycleError); a test can hold it before
+			// either.
 			s.mu.Lock()
-			hold := s.holdUnreserve[pod.Name]
+			holdU, holdF := s.holdUnreserve[pod.Name], s.holdForget[pod.Name]
 			s.mu.Unlock()
-			if hold != nil {
-				<-hold
+			if holdU != nil {
+				<-holdU
+			}
+			s.f.RunReservePluginsUnreserve(ctx, state, assumed, nodeName)
+			if holdF != nil {
+				<-holdF
 			}
 			s.forget(assumed, chosen)
-			s.f.RunReservePluginsUnreserve(ctx, state, assumed, nodeName)
 			s.fail(pod, st)
 			return
 		}
