@@ -51,12 +51,19 @@ app.kubernetes.io/part-of: berth
 {{- end -}}
 {{- end -}}
 
+{{/* The first profile's schedulerName: its own, else .Values.schedulerName
+(the name pods set, helm test's pod among them). */}}
+{{- define "berth.schedulerName" -}}
+{{- $first := first (default (list dict) .Values.profiles) -}}
+{{- default .Values.schedulerName $first.schedulerName -}}
+{{- end -}}
+
 {{/* The KubeSchedulerConfiguration of the ConfigMap. */}}
 {{- define "berth.config" -}}
 {{- $profiles := list -}}
 {{- range $i, $p := .Values.profiles -}}
-{{- if and (eq $i 0) (not $p.schedulerName) -}}
-{{- $p = merge (dict "schedulerName" $.Values.schedulerName) $p -}}
+{{- if eq $i 0 -}}
+{{- $p = merge (dict "schedulerName" (include "berth.schedulerName" $)) $p -}}
 {{- end -}}
 {{- $profiles = append $profiles $p -}}
 {{- end -}}

@@ -129,6 +129,24 @@ var _ = Describe("the Helm chart (charts/berth)", func() {
 		Expect(err).To(MatchError(ContainSubstring("kube-system/kube-scheduler is the control plane scheduler's lease")))
 	})
 
+	It("gives helm test's pod the first profile's schedulerName, as the notes tell pods to use, when the profile names its own", func() {
+		objs := renderChart("berth", "berth-system", "", "--set", "profiles[0].schedulerName=team-scheduler", "--set", "schedulerName=unused")
+		var names []string
+		for _, o := range objs {
+			if o.GetKind() == "Pod" {
+				n, _, _ := unstructured.NestedString(o.Object, "spec", "schedulerName")
+				names = append(names, n)
+			}
+		}
+		Expect(names).To(Equal([]string{"team-scheduler"}), "the test pod must ask a scheduler the config has")
+		Expect(configOf(objs, filepath.Join(env.Dir, "named-profile.yaml"))).To(ContainSubstring("schedulerName: team-scheduler"))
+		notes, err := helm("install", "berth", filepath.Join(root, "charts", "berth"), "--dry-run", "--namespace", "berth-system",
+			"--set", "profiles[0].schedulerName=team-scheduler", "--set", "schedulerName=unused")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(notes).To(ContainSubstring("schedulerName: team-scheduler"))
+		Expect(notes).NotTo(ContainSubstring("unused"))
+	})
+
 	It("rolls the Deployment when the scheduler config changes", func() {
 		checksum := func(objs []*unstructured.Unstructured) string {
 			for _, o := range objs {
