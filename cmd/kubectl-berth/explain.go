@@ -1,67 +1,83 @@
 package main
 
 import (
-	"bytes"
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/component-base/version"
+	"k8s.io/client-go/tools/pager"
 
-	"github.com/berth-scheduler/berth/internal/buildinfo"
 	"github.com/berth-scheduler/berth/pkg/plugins/explain"
 )
 
-func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	flags := genericclioptions.NewConfigFlags(true)
-	root := &cobra.Command{
-		Use:           "kubectl-berth",
-		Short:         "Berth's kubectl plugin",
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		// kubectl runs the plugin as `kubectl berth`: usage and help say so.
-		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl berth"},
-	}
-	flags.AddFlags(root.PersistentFlags())
-	root.AddCommand(newExplainCommand(flags, streams), newVersionCommand(streams))
-	root.SetOut(streams.Out)
-	root.SetErr(streams.ErrOut)
-	return root
-}
+// kindExplanation is the kind -o json|yaml|name|jsonpath print an
+// explanation as: the result's own schema (explain.ResultVersion) with the
+// pod's namespace and name as its metadata, so that kubectl's printers,
+// which need an apiVersion and a kind, print it as they print objects.
+const kindExplanation = "Explanation"
 
-func newVersionCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the plugin's Berth version and the Kubernetes release it is built with",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(streams.Out, "kubectl-berth %s (Kubernetes %s)\n", buildinfo.Version(), version.Get().GitVersion)
-			return err
-		},
-	}
+type explainOptions struct {
+	streams       genericiooptions.IOStreams
+	print         *printFlags
+	pending       bool
+	allNamespaces bool
 }
 
 func newExplainCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	output := "table"
+	o := &explainOptions{streams: streams, print: newPrintFlags()}
 	cmd := &cobra.Command{
-		Use:   "explain POD",
+		Use:   "explain (POD | --pending)",
 		Short: "Why a pod landed on its node, or why it fits nowhere, per plugin",
 		Long: "Prints the explanation Berth's Explain plugin wrote on the pod (annotation " + explain.AnnotationResult + "):\n" +
 			"for a placed pod the best-scored nodes with every plugin's weighted score, for a pending one the plugins\n" +
-			"that rejected nodes and the nodes nearest to fitting. A pod asks with the annotation " + explain.AnnotationRequest + `: "true".`,
-		Args: cobra.ExactArgs(1),
+			"that rejected nodes and the nodes nearest to fitting. A pod asks with the annotation " + explain.AnnotationRequest + `: "true".` + "\n\n" +
+			"With --pending, lists the namespace's pending pods that have an explanation (-A: every namespace's), a line each.",
+		Example: "  kubectl berth explain trainer-0 -n ml\n" +
+			"  kubectl berth explain trainer-0 -n ml -o jsonpath='{.rejections[*].plugin}'\n" +
+			"  kubectl berth explain --pending -A",
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 || o.pending {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return namesFromCluster(flags, podNames)(cmd, args, toComplete)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return fmt.Errorf(`--output must be "table" or "json", not %q`, output)
+			switch {
+			case o.pending && len(args) > 0:
+				return errors.New("--pending lists the pending pods: give no pod name with it")
+			case !o.pending && len(args) != 1:
+				return errors.New("give one pod's name, or --pending for the pending pods that have an explanation")
+			case o.allNamespaces && !o.pending:
+				return errors.New("--all-namespaces goes with --pending")
+			}
+			var printer printers.ResourcePrinter
+			if !o.print.table() {
+				p, err := o.print.printer()
+				if err != nil {
+					return err
+				}
+				printer = p
 			}
 			ns, _, err := flags.ToRawKubeConfigLoader().Namespace()
 			if err != nil {
@@ -75,32 +91,174 @@ func newExplainCommand(flags *genericclioptions.ConfigFlags, streams genericioop
 			if err != nil {
 				return err
 			}
-			pod, err := c.CoreV1().Pods(ns).Get(cmd.Context(), args[0], metav1.GetOptions{})
+			if o.pending {
+				if o.allNamespaces {
+					ns = metav1.NamespaceAll
+				}
+				return o.runPending(cmd.Context(), c, ns, printer)
+			}
+			return o.runOne(cmd.Context(), c, ns, args[0], printer)
+		},
+	}
+	o.print.addFlags(cmd)
+	cmd.Flags().BoolVar(&o.pending, "pending", false, "List the pending pods that have an explanation instead of explaining one pod.")
+	cmd.Flags().BoolVarP(&o.allNamespaces, "all-namespaces", "A", false, "With --pending: list the pending pods of every namespace.")
+	return cmd
+}
+
+// podNames lists ns's pods, for completion.
+func podNames(ctx context.Context, c kubernetes.Interface, ns string) (runtime.Object, error) {
+	return c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+}
+
+func (o *explainOptions) runOne(ctx context.Context, c kubernetes.Interface, ns, name string, printer printers.ResourcePrinter) error {
+	pod, err := c.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	raw, ok := pod.Annotations[explain.AnnotationResult]
+	if !ok {
+		howToAsk(o.streams.ErrOut, ns, pod.Name, pod.Spec.NodeName, pod.Annotations[explain.AnnotationRequest] == "true")
+		return errors.New("no explanation")
+	}
+	if printer != nil {
+		obj, err := explanationObject(pod, raw)
+		if err != nil {
+			return err
+		}
+		return printer.PrintObj(obj, o.streams.Out)
+	}
+	r := &explain.Result{}
+	if err := json.Unmarshal([]byte(raw), r); err != nil {
+		return fmt.Errorf("reading %s of pod %s/%s: %w", explain.AnnotationResult, ns, pod.Name, err)
+	}
+	return printTable(o.streams.Out, ns+"/"+pod.Name, r)
+}
+
+// runPending lists ns's pending pods (every namespace's for "") that have an
+// explanation of their last attempt, a page of the API's list at a time.
+func (o *explainOptions) runPending(ctx context.Context, c kubernetes.Interface, ns string, printer printers.ResourcePrinter) error {
+	type row struct {
+		pod *v1.Pod
+		raw string
+		r   *explain.Result
+	}
+	var rows []row
+	unanswered := 0
+	// Unscheduled and not yet failed or succeeded: the pods a scheduler still tries.
+	sel := fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", ""), fields.OneTermEqualSelector("status.phase", string(v1.PodPending)))
+	list := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		opts.FieldSelector = sel.String()
+		return c.CoreV1().Pods(ns).List(ctx, opts)
+	})
+	err := list.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		pod := obj.(*v1.Pod)
+		raw, ok := pod.Annotations[explain.AnnotationResult]
+		if !ok {
+			if pod.Annotations[explain.AnnotationRequest] == "true" {
+				unanswered++
+			}
+			return nil
+		}
+		r := &explain.Result{}
+		if err := json.Unmarshal([]byte(raw), r); err != nil {
+			return fmt.Errorf("reading %s of pod %s/%s: %w", explain.AnnotationResult, pod.Namespace, pod.Name, err)
+		}
+		if r.Outcome != explain.OutcomePending {
+			return nil // placed, its binding not seen yet
+		}
+		rows = append(rows, row{pod: pod.DeepCopy(), raw: raw, r: r})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		return cmp.Or(cmp.Compare(a.pod.Namespace, b.pod.Namespace), cmp.Compare(a.pod.Name, b.pod.Name))
+	})
+	if unanswered > 0 {
+		fmt.Fprintf(o.streams.ErrOut, "%d pending pods ask for an explanation and have none yet: is their profile's Explain plugin enabled, and has the scheduler tried them since they asked?\n", unanswered)
+	}
+	if printer != nil {
+		l := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List", "metadata": map[string]any{}}}
+		for _, rw := range rows {
+			obj, err := explanationObject(rw.pod, rw.raw)
 			if err != nil {
 				return err
 			}
-			raw, ok := pod.Annotations[explain.AnnotationResult]
-			if !ok {
-				howToAsk(streams.ErrOut, ns, pod.Name, pod.Spec.NodeName, pod.Annotations[explain.AnnotationRequest] == "true")
-				return errors.New("no explanation")
-			}
-			if output == "json" {
-				var out bytes.Buffer
-				if err := json.Indent(&out, []byte(raw), "", "  "); err != nil {
-					return fmt.Errorf("reading %s: %w", explain.AnnotationResult, err)
-				}
-				_, err := fmt.Fprintln(streams.Out, out.String())
-				return err
-			}
-			r := &explain.Result{}
-			if err := json.Unmarshal([]byte(raw), r); err != nil {
-				return fmt.Errorf("reading %s: %w", explain.AnnotationResult, err)
-			}
-			return printTable(streams.Out, ns+"/"+pod.Name, r)
-		},
+			l.Items = append(l.Items, *obj)
+		}
+		return printer.PrintObj(l, o.streams.Out)
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", output, "output format: table or json")
-	return cmd
+	if len(rows) == 0 {
+		where := "namespace " + ns
+		if ns == metav1.NamespaceAll {
+			where = "any namespace"
+		}
+		fmt.Fprintf(o.streams.ErrOut, "No explained pending pods in %s.\n", where)
+		return nil
+	}
+	w := printers.GetNewTabWriter(o.streams.Out)
+	head := "NAME\tPROFILE\tNODES\tREJECTED BY\tNEAREST\tEXPLAINED"
+	if ns == metav1.NamespaceAll {
+		head = "NAMESPACE\t" + head
+	}
+	fmt.Fprintln(w, head)
+	for _, rw := range rows {
+		cells := []string{rw.pod.Name, rw.r.Profile, strconv.Itoa(rw.r.Nodes), rejectedBy(rw.r.Rejections), nearest(rw.r.Nearest),
+			duration.HumanDuration(time.Since(rw.r.Time.Time)) + " ago"}
+		if ns == metav1.NamespaceAll {
+			cells = append([]string{rw.pod.Namespace}, cells...)
+		}
+		fmt.Fprintln(w, strings.Join(cells, "\t"))
+	}
+	return w.Flush()
+}
+
+// rejectedBy sums up the rejections: each plugin with the nodes it
+// rejected, most first.
+func rejectedBy(rj []explain.Rejection) string {
+	if len(rj) == 0 {
+		return "<none>"
+	}
+	rj = slices.Clone(rj)
+	slices.SortStableFunc(rj, func(a, b explain.Rejection) int { return cmp.Compare(b.Nodes, a.Nodes) })
+	parts := make([]string, len(rj))
+	for i, r := range rj {
+		parts[i] = fmt.Sprintf("%s (%d)", r.Plugin, r.Nodes)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// nearest names the node nearest to fitting and what it lacks.
+func nearest(ns []explain.Nearest) string {
+	if len(ns) == 0 {
+		return "<none>"
+	}
+	n := ns[0]
+	short := make([]string, 0, len(n.Short))
+	for res, q := range n.Short {
+		short = append(short, q+" "+res)
+	}
+	slices.Sort(short)
+	return fmt.Sprintf("%s (short %s)", n.Node, strings.Join(short, ", "))
+}
+
+// explanationObject is the pod's explanation as kubectl's printers print
+// objects: the result's fields, its schema as apiVersion, kind Explanation,
+// the pod's namespace and name as metadata.
+func explanationObject(pod *v1.Pod, raw string) (*unstructured.Unstructured, error) {
+	content := map[string]any{}
+	// apimachinery's json keeps integers int64, as unstructured objects hold them.
+	if err := utiljson.Unmarshal([]byte(raw), &content); err != nil {
+		return nil, fmt.Errorf("reading %s of pod %s/%s: %w", explain.AnnotationResult, pod.Namespace, pod.Name, err)
+	}
+	u := &unstructured.Unstructured{Object: content}
+	u.SetAPIVersion(explain.ResultVersion)
+	u.SetKind(kindExplanation)
+	u.SetNamespace(pod.Namespace)
+	u.SetName(pod.Name)
+	return u, nil
 }
 
 // howToAsk says why there is no explanation and how to get one.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-scheduler/berth/pkg/plugins/explain"
@@ -52,5 +53,58 @@ func TestHowToAsk(t *testing.T) {
 		if !strings.Contains(out.String(), tc.want) {
 			t.Errorf("node %q asked %v: %q, want it to contain %q", tc.node, tc.asked, out.String(), tc.want)
 		}
+	}
+}
+
+func TestExplanationObjectPrintsAsAnObject(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "trainer-0"}}
+	raw := `{"version":"` + explain.ResultVersion + `","profile":"berth","outcome":"Pending","nodes":3,"nearest":[{"node":"a","plugin":"NodeResourcesFit","short":{"cpu":"1"}}]}`
+	obj, err := explanationObject(pod, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		format, want string
+	}{
+		{"jsonpath={.nodes} {.nearest[0].node} {.metadata.namespace}", "3 a ml"},
+		{"name", "explanation.explain.berth.dev/trainer-0\n"},
+	} {
+		pf := newPrintFlags()
+		pf.output = tc.format
+		p, err := pf.printer()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.format, err)
+		}
+		var out strings.Builder
+		if err := p.PrintObj(obj, &out); err != nil {
+			t.Fatalf("%s: %v", tc.format, err)
+		}
+		if out.String() != tc.want {
+			t.Errorf("-o %s: %q, want %q", tc.format, out.String(), tc.want)
+		}
+	}
+	pf := newPrintFlags()
+	pf.output = "go-template={{.nodes}}"
+	if _, err := pf.printer(); err == nil || !strings.Contains(err.Error(), "allowed formats are: json,jsonpath,") {
+		t.Errorf("-o go-template: %v, want kubectl's error listing the formats", err)
+	}
+	if _, err := explanationObject(pod, "{"); err == nil || !strings.Contains(err.Error(), "ml/trainer-0") {
+		t.Errorf("a broken annotation: %v, want an error naming the pod", err)
+	}
+}
+
+func TestPendingColumns(t *testing.T) {
+	rj := []explain.Rejection{{Plugin: "TaintToleration", Nodes: 1}, {Plugin: "NodeResourcesFit", Nodes: 2}}
+	if got, want := rejectedBy(rj), "NodeResourcesFit (2), TaintToleration (1)"; got != want {
+		t.Errorf("rejectedBy: %q, want %q", got, want)
+	}
+	if rj[0].Plugin != "TaintToleration" {
+		t.Errorf("rejectedBy reordered its argument: %v", rj)
+	}
+	if got, want := nearest([]explain.Nearest{{Node: "a", Short: map[string]string{"memory": "1Gi", "cpu": "500m"}}}), "a (short 1Gi memory, 500m cpu)"; got != want {
+		t.Errorf("nearest: %q, want %q", got, want)
+	}
+	if got := nearest(nil) + " " + rejectedBy(nil); got != "<none> <none>" {
+		t.Errorf("empty: %q", got)
 	}
 }

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -13,6 +14,9 @@ import (
 func main() {
 	cmd := newRootCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
 	if err := cmd.Execute(); err != nil {
+		// The commands silence cobra's own printing (and its usage dump):
+		// the error is printed here, once, as kubectl prints its own.
+		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }

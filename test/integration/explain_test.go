@@ -142,5 +142,62 @@ var _ = Describe("Explain", Serial, func() {
 		Expect(out).To(ContainSubstring("Pod " + ns + "/big fits none of 3 nodes"))
 		Expect(out).To(MatchRegexp(`(?m)^ex-p-a\s+NodeResourcesFit\s+1 cpu$`))
 		Expect(out).To(MatchRegexp(`(?m)^TaintToleration\s+1\s+`))
+
+		By("kubectl berth explain --pending lists the explained pending pods; kubectl's printers and completion")
+		_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "unasked", SchedulerName: "berth-explain", CPU: "64", NodeSelector: nodes})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(sandbox.EventsFor(ctx, env.Client, ns, "unasked", "FailedScheduling")).ShouldNot(BeEmpty())
+		list := kubectlBerth(ctx, "explain", "--pending", "-n", ns)
+		GinkgoWriter.Println(list)
+		Expect(list).To(MatchRegexp(`(?m)^NAME\s+PROFILE\s+NODES\s+REJECTED BY\s+NEAREST\s+EXPLAINED$`))
+		Expect(list).To(MatchRegexp(`(?m)^big\s+berth-explain\s+3\s+NodeResourcesFit \(2\), TaintToleration \(1\)\s+ex-p-a \(short 1 cpu\)\s+\S+ ago$`))
+		Expect(list).NotTo(ContainSubstring("unasked"), "a pod that did not ask has no explanation to list")
+		Expect(kubectlBerth(ctx, "explain", "--pending", "-A")).To(MatchRegexp(`(?m)^%s\s+big\s+berth-explain\s+`, ns))
+		Expect(kubectlBerth(ctx, "explain", "--pending", "-n", ns, "-o", "jsonpath={.items[*].metadata.name}")).To(Equal("big"))
+		Expect(kubectlBerth(ctx, "explain", "big", "-n", ns, "-o", "jsonpath={.nearest[0].node}")).To(Equal("ex-p-a"))
+		Expect(kubectlBerth(ctx, "explain", "big", "-n", ns, "-o", "name")).To(Equal("explanation.explain.berth.dev/big\n"))
+		Expect(kubectlBerth(ctx, "explain", "big", "-n", ns, "-o", "yaml")).To(And(
+			ContainSubstring("apiVersion: "+explain.ResultVersion+"\n"), ContainSubstring("kind: Explanation\n"), ContainSubstring("outcome: Pending\n"),
+			ContainSubstring("  namespace: "+ns+"\n")))
+		// Errors are printed (cobra's own printing is silenced): this one once exited 1 saying nothing.
+		Expect(kubectlBerthFails(ctx, "explain", "nosuch", "-n", ns)).To(Equal("error: pods \"nosuch\" not found\n"))
+		Expect(kubectlBerthFails(ctx, "explain", "big", "-n", ns, "-o", "wide")).To(ContainSubstring(`unable to match a printer suitable for the output format "wide"`))
+		Expect(kubectlBerthFails(ctx, "explain", "big", "--pending", "-n", ns)).To(ContainSubstring("give no pod name with it"))
+		// Shell completion as kubectl asks a plugin for it (kubectl_complete-berth
+		// runs kubectl-berth __complete): pod names from the cluster, then the
+		// namespaces of -n.
+		Expect(kubectlBerthComplete(ctx, "explain", "-n", ns, "")).To(ContainElements("big", "unasked"))
+		Expect(kubectlBerthComplete(ctx, "explain", "-n", ns, "b")).To(Equal([]string{"big"}))
+		Expect(kubectlBerthComplete(ctx, "explain", "-n", "explain-pe")).To(ContainElement(ns))
 	})
 })
+
+// kubectlBerthFails runs bin/kubectl-berth, which must fail, and returns its
+// standard error.
+func kubectlBerthFails(ctx SpecContext, args ...string) string {
+	bin := kubectlBerthBin()
+	cmd := exec.CommandContext(ctx, bin, append(args, "--kubeconfig", env.Kubeconfig)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	Expect(err).To(HaveOccurred(), "%s %v succeeded", bin, args)
+	return stderr.String()
+}
+
+// kubectlBerthComplete asks bin/kubectl-berth for the completions of args'
+// last word, as cobra's shell scripts do (__complete), and returns them
+// without the closing directive line.
+func kubectlBerthComplete(ctx SpecContext, args ...string) []string {
+	bin := kubectlBerthBin()
+	// The word to complete stays last: the kubeconfig goes before it.
+	full := append([]string{"__complete", "--kubeconfig", env.Kubeconfig}, args...)
+	out, err := exec.CommandContext(ctx, bin, full...).Output()
+	Expect(err).NotTo(HaveOccurred(), "%s %v", bin, full)
+	var comps []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if line != "" && !strings.HasPrefix(line, ":") {
+			comps = append(comps, strings.SplitN(line, "\t", 2)[0])
+		}
+	}
+	return comps
+}

@@ -28,7 +28,8 @@ var _ = Describe("kubectl berth", func() {
 		Expect(help).To(ContainSubstring("kubectl berth [command]"))
 		Expect(help).To(ContainSubstring(`Use "kubectl berth [command] --help"`))
 		Expect(help).NotTo(ContainSubstring("kubectl-berth [command]"))
-		Expect(run("explain", "--help")).To(ContainSubstring("kubectl berth explain POD"))
+		Expect(run("explain", "--help")).To(And(ContainSubstring("kubectl berth explain (POD | --pending) [flags]"),
+			ContainSubstring("kubectl berth explain --pending -A"), MatchRegexp(`-o, --output string\s+Output format\. One of: \(table, json, yaml, kyaml, name, jsonpath, jsonpath-as-json, jsonpath-file\)\. \(default "table"\)`)))
 	})
 
 	It("prints the build's Berth and Kubernetes versions", func() {
