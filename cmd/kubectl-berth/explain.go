@@ -144,7 +144,11 @@ func (o *explainOptions) runPending(ctx context.Context, c kubernetes.Interface,
 		r   *explain.Result
 	}
 	var rows []row
-	unanswered := 0
+	// Pending pods the list leaves out, counted on stderr: asked and not yet
+	// explained; explained as placed (released at Permit by a gang, or a
+	// binding that failed since). One whose annotation does not parse is
+	// named in a warning.
+	unanswered, stalePlaced := 0, 0
 	// Unscheduled and not yet failed or succeeded: the pods a scheduler still tries.
 	sel := fields.AndSelectors(fields.OneTermEqualSelector("spec.nodeName", ""), fields.OneTermEqualSelector("status.phase", string(v1.PodPending)))
 	list := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -162,10 +166,14 @@ func (o *explainOptions) runPending(ctx context.Context, c kubernetes.Interface,
 		}
 		r := &explain.Result{}
 		if err := json.Unmarshal([]byte(raw), r); err != nil {
-			return fmt.Errorf("reading %s of pod %s/%s: %w", explain.AnnotationResult, pod.Namespace, pod.Name, err)
+			// Anyone who may patch the pod may write it: one pod's does not
+			// stop the list.
+			fmt.Fprintf(o.streams.ErrOut, "warning: pod %s/%s: reading %s: %v\n", pod.Namespace, pod.Name, explain.AnnotationResult, err)
+			return nil
 		}
 		if r.Outcome != explain.OutcomePending {
-			return nil // placed, its binding not seen yet
+			stalePlaced++
+			return nil
 		}
 		rows = append(rows, row{pod: pod.DeepCopy(), raw: raw, r: r})
 		return nil
@@ -177,7 +185,10 @@ func (o *explainOptions) runPending(ctx context.Context, c kubernetes.Interface,
 		return cmp.Or(cmp.Compare(a.pod.Namespace, b.pod.Namespace), cmp.Compare(a.pod.Name, b.pod.Name))
 	})
 	if unanswered > 0 {
-		fmt.Fprintf(o.streams.ErrOut, "%d pending pods ask for an explanation and have none yet: is their profile's Explain plugin enabled, and has the scheduler tried them since they asked?\n", unanswered)
+		fmt.Fprintf(o.streams.ErrOut, "%s ask for an explanation and have none yet: is their profile's Explain plugin enabled, and has the scheduler tried them since they asked?\n", pendingPods(unanswered))
+	}
+	if stalePlaced > 0 {
+		fmt.Fprintf(o.streams.ErrOut, "%s have, as their last explanation, a placement that did not stick (a gang released at Permit, or a binding that failed): kubectl berth explain POD shows it; the next attempt is explained again\n", pendingPods(stalePlaced))
 	}
 	if printer != nil {
 		l := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List", "metadata": map[string]any{}}}
@@ -206,13 +217,29 @@ func (o *explainOptions) runPending(ctx context.Context, c kubernetes.Interface,
 	fmt.Fprintln(w, head)
 	for _, rw := range rows {
 		cells := []string{rw.pod.Name, rw.r.Profile, strconv.Itoa(rw.r.Nodes), rejectedBy(rw.r.Rejections), nearest(rw.r.Nearest),
-			duration.HumanDuration(time.Since(rw.r.Time.Time)) + " ago"}
+			explainedAgo(rw.r.Time.Time)}
 		if ns == metav1.NamespaceAll {
 			cells = append([]string{rw.pod.Namespace}, cells...)
 		}
 		fmt.Fprintln(w, strings.Join(cells, "\t"))
 	}
 	return w.Flush()
+}
+
+// pendingPods says "1 pending pod" or "n pending pods".
+func pendingPods(n int) string {
+	if n == 1 {
+		return "1 pending pod"
+	}
+	return fmt.Sprintf("%d pending pods", n)
+}
+
+// explainedAgo is the explanation's age, as kubectl prints ages.
+func explainedAgo(t time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return duration.HumanDuration(time.Since(t)) + " ago"
 }
 
 // rejectedBy sums up the rejections: each plugin with the nodes it
@@ -254,7 +281,13 @@ func explanationObject(pod *v1.Pod, raw string) (*unstructured.Unstructured, err
 		return nil, fmt.Errorf("reading %s of pod %s/%s: %w", explain.AnnotationResult, pod.Namespace, pod.Name, err)
 	}
 	u := &unstructured.Unstructured{Object: content}
-	u.SetAPIVersion(explain.ResultVersion)
+	// The schema the scheduler wrote it in, which may be newer than this
+	// plugin's.
+	schema, _ := content["version"].(string)
+	if schema == "" {
+		schema = explain.ResultVersion
+	}
+	u.SetAPIVersion(schema)
 	u.SetKind(kindExplanation)
 	u.SetNamespace(pod.Namespace)
 	u.SetName(pod.Name)

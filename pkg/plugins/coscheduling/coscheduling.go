@@ -1138,16 +1138,16 @@ func (pl *Coscheduling) isSchedulableAfterMemberAdded(_ klog.Logger, pod *v1.Pod
 
 // isSchedulableAfterClusterChange: a node or a freed pod may make room for
 // a gang that did not fit; the gang is let try again. The gang's own members
-// leaving nodes do not count, with one exception: a released gang's assumed
-// members are deleted from the scheduler's cache as assigned pods, and
-// taking that room back would send the gang round again and again. A gang
-// refused for its minResources waits until the events since the refusal
-// freed at least what it lacked (a 500-member gang short of 100 CPUs is not
-// tried again for every pod deleted anywhere, each try costing a pass over
-// the nodes). That is the exception: a refusal recorded while none of the
+// leaving nodes do not count (a released gang's assumed members are deleted
+// from the scheduler's cache as assigned pods, and taking that room back
+// would send the gang round again and again), but for one case below. A
+// gang refused for its minResources waits until the events since the
+// refusal freed at least what it lacked (a 500-member gang short of 100
+// CPUs is not tried again for every pod deleted anywhere, each try costing
+// a pass over the nodes). The case: a refusal recorded while none of the
 // gang's members was placed counted the room of released members the cache
 // had not yet forgotten (upstream runs Unreserve first, then forgets the
-// assumed pod), so their leaving counts towards that gap; no other event
+// assumed pod), so their leaving counts towards that gap: no other event
 // may come to close it.
 func (pl *Coscheduling) isSchedulableAfterClusterChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	key, ok := groupKeyOf(pod)

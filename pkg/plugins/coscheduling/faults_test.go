@@ -387,7 +387,9 @@ func TestMinResourcesGapCountsTheGangsOwnRoomWhenItLeaves(t *testing.T) {
 	}
 	s.forget(filler, n4)
 	logger := klog.FromContext(s.ctx)
-	for _, m := range pods {
+	// Asked for the members Coscheduling rejected at Permit (g-3 failed at
+	// Filter: NodeResourcesFit's hint requeues it).
+	for _, m := range pods[:3] {
 		if h, _ := s.pl.isSchedulableAfterClusterChange(logger, m, filler, nil); h != fwk.Queue {
 			t.Fatalf("hint for %s on the filler's deletion: %v, want Queue", m.Name, h)
 		}
@@ -397,7 +399,10 @@ func TestMinResourcesGapCountsTheGangsOwnRoomWhenItLeaves(t *testing.T) {
 	}
 
 	// The cache forgets them, and each leaving is an assigned pod's
-	// deletion the queue asks every member's hint about.
+	// deletion the queue asks the other members' hints about (the queue's
+	// preCheck skips the pod itself, which is requeued by its own failure).
+	// The second one covers the 2 CPUs lacking: every member asked about it
+	// is queued; the first to reserve activates the rest (PodsToActivate).
 	close(holds)
 	s.waitDone("g-0", "g-1", "g-2")
 	queued := map[string]bool{}
@@ -405,13 +410,16 @@ func TestMinResourcesGapCountsTheGangsOwnRoomWhenItLeaves(t *testing.T) {
 		gone := p.DeepCopy()
 		gone.Spec.NodeName = []string{"n1", "n2", "n3"}[i]
 		for _, m := range pods {
+			if m.UID == p.UID {
+				continue
+			}
 			if h, _ := s.pl.isSchedulableAfterClusterChange(logger, m, gone, nil); h == fwk.Queue {
 				queued[m.Name] = true
 			}
 		}
 	}
-	if len(queued) != len(pods) {
-		t.Fatalf("members queued by the gang's own room leaving the cache: %v, want all of them: the gap it recorded counted that room", slices.Sorted(maps.Keys(queued)))
+	if got, want := slices.Sorted(maps.Keys(queued)), []string{"g-0", "g-2", "g-3"}; !slices.Equal(got, want) {
+		t.Fatalf("members queued by the gang's own room leaving the cache: %v, want %v: the gap g-3 recorded counted that room", got, want)
 	}
 	for _, p := range pods {
 		if st := s.schedule(p); !st.IsWait() && !st.IsSuccess() {

@@ -66,10 +66,11 @@ type group struct {
 
 	// gap is what minResources lacked at the last refusal (scheduler units
 	// by resource; nil: none recorded), freed what events since then may
-	// have freed, lastEvent the event counted last (the queue asks the hint
-	// once per waiting member for one event).
+	// have freed, counted the events already added to freed (the queue asks
+	// the hint once per waiting member for one event, and again for a member
+	// that was in a cycle when it came).
 	gap, freed map[v1.ResourceName]int64
-	lastEvent  string
+	counted    sets.Set[string]
 	// closedBy: the event that closed the last gap; the other members' hints
 	// for it answer as the first one's did.
 	closedBy string
@@ -94,7 +95,7 @@ func newGroup() *group {
 }
 
 // clearGap forgets a recorded minResources gap and what was freed since.
-func (g *group) clearGap() { g.gap, g.freed, g.lastEvent, g.closedBy = nil, nil, "", "" }
+func (g *group) clearGap() { g.gap, g.freed, g.counted, g.closedBy = nil, nil, nil, "" }
 
 // due: a member waiting at Permit since then reaches its timeout within
 // margin of now (the framework's timer for it may fire at any moment).
@@ -447,9 +448,9 @@ func (m *manager) setGap(key string, gap map[v1.ResourceName]int64) {
 	if g == nil {
 		return
 	}
-	g.gap, g.freed, g.lastEvent, g.closedBy = gap, nil, "", ""
+	g.gap, g.freed, g.counted, g.closedBy = gap, nil, nil, ""
 	if gap != nil {
-		g.freed = make(map[v1.ResourceName]int64, len(gap))
+		g.freed, g.counted = make(map[v1.ResourceName]int64, len(gap)), sets.New[string]()
 	}
 }
 
@@ -467,8 +468,8 @@ func (m *manager) mayClose(key, id string, freed map[v1.ResourceName]int64) (has
 	if g.gap == nil {
 		return false, id != "" && id == g.closedBy
 	}
-	if id != g.lastEvent {
-		g.lastEvent = id
+	if !g.counted.Has(id) {
+		g.counted.Insert(id)
 		for name := range g.gap {
 			g.freed[name] += freed[name]
 		}

@@ -278,14 +278,14 @@ func (s *sim) schedule(pod *v1.Pod) *fwk.Status {
 	assumed.Spec.NodeName = nodeName
 	s.assume(assumed, chosen)
 	if st := s.f.RunReservePluginsReserve(ctx, state, assumed, nodeName); !st.IsSuccess() {
+		s.f.RunReservePluginsUnreserve(ctx, state, assumed, nodeName) // then the cache forgets it, as upstream
 		s.forget(assumed, chosen)
-		s.f.RunReservePluginsUnreserve(ctx, state, assumed, nodeName)
 		return st
 	}
 	waits, st := s.f.RunPermitPlugins(ctx, state, assumed, nodeName)
 	if !st.IsSuccess() && !st.IsWait() {
+		s.f.RunReservePluginsUnreserve(ctx, state, assumed, nodeName) // then the cache forgets it, as upstream
 		s.forget(assumed, chosen)
-		s.f.RunReservePluginsUnreserve(ctx, state, assumed, nodeName)
 		s.fail(pod, st)
 		return st
 	}

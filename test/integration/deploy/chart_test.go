@@ -130,7 +130,19 @@ var _ = Describe("the Helm chart (charts/berth)", func() {
 	})
 
 	It("gives helm test's pod the first profile's schedulerName, as the notes tell pods to use, when the profile names its own", func() {
-		objs := renderChart("berth", "berth-system", "", "--set", "profiles[0].schedulerName=team-scheduler", "--set", "schedulerName=unused")
+		// The default values with the first profile (every plugin) named.
+		raw, err := os.ReadFile(filepath.Join(root, "charts", "berth", "values.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var values map[string]any
+		Expect(yaml.Unmarshal(raw, &values)).To(Succeed())
+		values["profiles"].([]any)[0].(map[string]any)["schedulerName"] = "team-scheduler"
+		values["schedulerName"] = "unused"
+		named, err := yaml.Marshal(values)
+		Expect(err).NotTo(HaveOccurred())
+		valuesFile := filepath.Join(env.Dir, "named-profile-values.yaml")
+		Expect(os.WriteFile(valuesFile, named, 0o600)).To(Succeed())
+
+		objs := renderChart("berth", "berth-system", "", "--values", valuesFile)
 		var names []string
 		for _, o := range objs {
 			if o.GetKind() == "Pod" {
@@ -139,10 +151,13 @@ var _ = Describe("the Helm chart (charts/berth)", func() {
 			}
 		}
 		Expect(names).To(Equal([]string{"team-scheduler"}), "the test pod must ask a scheduler the config has")
-		Expect(configOf(objs, filepath.Join(env.Dir, "named-profile.yaml"))).To(ContainSubstring("schedulerName: team-scheduler"))
-		notes, err := helm("install", "berth", filepath.Join(root, "charts", "berth"), "--dry-run", "--namespace", "berth-system",
-			"--set", "profiles[0].schedulerName=team-scheduler", "--set", "schedulerName=unused")
+		cfgPath := filepath.Join(env.Dir, "named-profile.yaml")
+		Expect(configOf(objs, cfgPath)).To(ContainSubstring("schedulerName: team-scheduler"))
+		Expect(loadSchedulerConfig(cfgPath)).To(Succeed())
+		out, err := helm("install", "berth", filepath.Join(root, "charts", "berth"), "--dry-run=client", "--namespace", "berth-system", "--values", valuesFile)
 		Expect(err).NotTo(HaveOccurred())
+		_, notes, found := strings.Cut(out, "\nNOTES:\n")
+		Expect(found).To(BeTrue(), "helm install --dry-run printed no NOTES:\n%s", out)
 		Expect(notes).To(ContainSubstring("schedulerName: team-scheduler"))
 		Expect(notes).NotTo(ContainSubstring("unused"))
 	})
