@@ -4,9 +4,12 @@
 # and Helm users install the same objects: the chart is the one source. Also
 # copies the CRDs into the chart's crds/. Run by make generate; make verify
 # fails when the output is stale. HELM is the helm binary (make builds it).
+# Last, helm-docs (HELMDOCS) writes charts/berth/README.md from the chart's
+# values.yaml comments and README.md.gotmpl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${HELM:?HELM must name the helm binary (make generate sets it)}"
+: "${HELMDOCS:?HELMDOCS must name the helm-docs binary (make generate sets it)}"
 
 cp manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml manifests/crds/scheduling.x-k8s.io_podgroups.yaml charts/berth/crds/
 
@@ -24,3 +27,5 @@ for f in serviceaccount rbac config deployment poddisruptionbudget; do
     grep -v -e '^# Source: ' -e '^ *helm.sh/chart: ' -e '^ *app.kubernetes.io/managed-by: ' "$src" | sed '1{/^---$/d}'
   } > "manifests/second-scheduler/$f.yaml"
 done
+
+"$HELMDOCS" --log-level warning --chart-search-root charts --template-files README.md.gotmpl --sort-values-order file

@@ -15,6 +15,10 @@ echo ">> one version (VERSION, the chart, the manifests' image, the CHANGELOG)"
 hack/verify-version.sh || fail=1
 echo ">> the krew manifest's generator against krew's rules (hack/krew), and the release check (hack/verifyrelease)"
 go test -count=1 ./hack/krew ./hack/verifyrelease || fail=1
+echo ">> promcheck's own tests (hack/tools/promcheck), built as make builds promcheck"
+(cd hack/tools/promcheck && CGO_ENABLED=0 go test -trimpath -count=1 ./...) || fail=1
+echo ">> the chart's alerts: promtool check rules and promtool test rules (test/monitoring/alerts_test.yaml)"
+hack/test-alerts.sh || fail=1
 echo ">> GitHub Actions workflows (actionlint)"
 : "${ACTIONLINT:?ACTIONLINT must name the actionlint binary (make verify sets it)}"
 "$ACTIONLINT" -no-color || fail=1

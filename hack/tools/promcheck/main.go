@@ -72,8 +72,16 @@ func main() {
 	external := flag.String("external", "up", "comma-separated names other exporters provide (up is Prometheus' own)")
 	scrapes := flag.String("scrapes", "", "comma-separated /metrics pages of one live scheduler, oldest first: evaluate every dashboard variable and panel against them")
 	target := flag.String("target", "", "with -scrapes: the target labels Prometheus adds, name=value,... (job, namespace, pod)")
+	rulesOut := flag.String("rules-out", "", "write the -rendered PrometheusRule's spec to this file as a Prometheus rule file (for promtool test rules) and exit")
 	plugins := flag.String("plugins", "", "the Berth plugins the live scheduler's profiles enable, as in their metrics' names (explain,celpolicy,...); empty: all. Other plugins' metrics need not be on -names, and with -scrapes their panels may be empty")
 	flag.Parse()
+	if *rulesOut != "" {
+		if err := writeRules(*rendered, *rulesOut); err != nil {
+			fmt.Fprintln(os.Stderr, "promcheck:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	enabled := map[string]bool{}
 	for _, p := range strings.Split(*plugins, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -113,6 +121,37 @@ func main() {
 	if len(findings) > 0 {
 		os.Exit(1)
 	}
+}
+
+// writeRules writes the spec of the one PrometheusRule in the rendered chart
+// to out: its groups are a Prometheus rule file, as the operator hands them
+// to Prometheus (every field kept, not only those promcheck reads).
+func writeRules(renderedPath, out string) error {
+	raw, err := os.ReadFile(renderedPath)
+	if err != nil {
+		return err
+	}
+	var specs []any
+	for _, doc := range bytes.Split(raw, []byte("\n---")) {
+		var o struct {
+			Kind string `json:"kind"`
+			Spec any    `json:"spec"`
+		}
+		if err := yaml.Unmarshal(doc, &o); err != nil {
+			return fmt.Errorf("decoding the rendered chart: %w", err)
+		}
+		if o.Kind == "PrometheusRule" {
+			specs = append(specs, o.Spec)
+		}
+	}
+	if len(specs) != 1 {
+		return fmt.Errorf("%s: %d PrometheusRules, want one (render with metrics.prometheusRule.enabled=true)", renderedPath, len(specs))
+	}
+	b, err := yaml.Marshal(specs[0])
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, b, 0o644)
 }
 
 func run(renderedPath, namesPath string, external []string, enabled map[string]bool) (findings, checked []string, dashboards map[string]dashboard, err error) {
