@@ -5,6 +5,8 @@ package registry
 import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/berth-scheduler/berth/pkg/plugins/admissionfeedback"
 	"github.com/berth-scheduler/berth/pkg/plugins/celpolicy"
@@ -26,6 +28,18 @@ func Plugins() runtime.Registry {
 		explain.Name:           explain.New,
 		loadaware.Name:         loadaware.New,
 	}
+}
+
+// PluginsWithClients is Plugins with the clients the plugins would build
+// from the scheduler's kubeconfig given instead: crd for PodGroups and
+// ElasticQuotas, metrics for LoadAware's MetricsAPI source. kubectl berth's
+// offline scheduler runs on in-memory clients this way.
+func PluginsWithClients(crd versioned.Interface, metrics metricsclient.Interface) runtime.Registry {
+	plugins := Plugins()
+	plugins[coscheduling.Name] = coscheduling.NewWithClient(crd)
+	plugins[elasticquota.Name] = elasticquota.NewWithClient(crd)
+	plugins[loadaware.Name] = loadaware.NewWithMetricsClient(metrics)
+	return plugins
 }
 
 // Options turns Plugins into app.WithPlugin options for app.NewSchedulerCommand and app.Setup.

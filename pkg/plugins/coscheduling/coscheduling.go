@@ -137,6 +137,15 @@ type shared struct {
 // states holds the gang state of each scheduler process's cluster.
 var states perclient.Registry[*shared]
 
+// CRD is the custom resource Coscheduling reads: start-up fails unless the
+// API server serves it.
+var CRD = crd.Resource{
+	Plugin:       Name,
+	GroupVersion: schedv1alpha1.SchemeGroupVersion.String(),
+	Name:         "podgroups",
+	CRDFile:      "manifests/crds/scheduling.x-k8s.io_podgroups.yaml",
+}
+
 // New builds Coscheduling with a client for PodGroups made from the
 // scheduler's kubeconfig.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -147,11 +156,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("building the PodGroup client: %w", err)
 	}
-	return newWithClient(c)(ctx, obj, h)
+	return NewWithClient(c)(ctx, obj, h)
 }
 
-// newWithClient returns a factory that reads PodGroups with c.
-func newWithClient(c versioned.Interface) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+// NewWithClient returns a factory that reads PodGroups with c (kubectl
+// berth's offline scheduler gives it an in-memory client).
+func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		args, ok := obj.(*config.CoschedulingArgs)
 		if !ok {
@@ -181,12 +191,7 @@ func newWithClient(c versioned.Interface) func(context.Context, runtime.Object, 
 // newShared builds the gang state: PodGroup and member-pod informers, synced,
 // and the status writer, all tied to ctx.
 func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *config.CoschedulingArgs) (*shared, error) {
-	if err := crd.Served(ctx, c.Discovery(), crd.Resource{
-		Plugin:       Name,
-		GroupVersion: schedv1alpha1.SchemeGroupVersion.String(),
-		Name:         "podgroups",
-		CRDFile:      "manifests/crds/scheduling.x-k8s.io_podgroups.yaml",
-	}, syncTimeout); err != nil {
+	if err := crd.Served(ctx, c.Discovery(), CRD, syncTimeout); err != nil {
 		return nil, err
 	}
 	mgr := newManager()

@@ -602,11 +602,11 @@ func TestArgsDifferBetweenProfiles(t *testing.T) {
 	s := newSim(t, nil, nil, nil)
 	args := defaultArgs()
 	args.WriteStatus = true
-	_, err := newWithClient(s.pgc)(s.ctx, args, s.f)
+	_, err := NewWithClient(s.pgc)(s.ctx, args, s.f)
 	if err == nil || !strings.Contains(err.Error(), "Coscheduling args differ between profiles") {
 		t.Errorf("got %v", err)
 	}
-	_, err = newWithClient(s.pgc)(s.ctx, &config.CoschedulingArgs{}, s.f)
+	_, err = NewWithClient(s.pgc)(s.ctx, &config.CoschedulingArgs{}, s.f)
 	if err == nil || !strings.Contains(err.Error(), "scheduleTimeout") {
 		t.Errorf("invalid args: got %v", err)
 	}

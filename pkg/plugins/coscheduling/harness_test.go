@@ -140,7 +140,7 @@ func newSimWith(t testing.TB, extra extraPlugins, nodes []*v1.Node, pgs []*sched
 		bound: map[string]string{}, failed: map[string]string{}, done: map[string]chan struct{}{},
 		holdUnreserve: map[string]chan struct{}{}, holdForget: map[string]chan struct{}{}}
 	factory := func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := newWithClient(s.pgc)(ctx, defaultArgs(), h)
+		p, err := NewWithClient(s.pgc)(ctx, defaultArgs(), h)
 		if err == nil {
 			s.pl = p.(*Coscheduling)
 		}

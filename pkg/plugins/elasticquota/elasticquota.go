@@ -93,6 +93,15 @@ type shared struct {
 // states holds the quota state of each scheduler process's cluster.
 var states perclient.Registry[*shared]
 
+// CRD is the custom resource ElasticQuota reads: start-up fails unless the
+// API server serves it.
+var CRD = crd.Resource{
+	Plugin:       Name,
+	GroupVersion: schedv1alpha1.SchemeGroupVersion.String(),
+	Name:         "elasticquotas",
+	CRDFile:      "manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml",
+}
+
 // New builds ElasticQuota with a client for ElasticQuota objects made from
 // the scheduler's kubeconfig.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -103,11 +112,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("building the ElasticQuota client: %w", err)
 	}
-	return newWithClient(c)(ctx, obj, h)
+	return NewWithClient(c)(ctx, obj, h)
 }
 
-// newWithClient returns a factory that reads ElasticQuota objects with c.
-func newWithClient(c versioned.Interface) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+// NewWithClient returns a factory that reads ElasticQuota objects with c
+// (kubectl berth's offline scheduler gives it an in-memory client).
+func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		args, ok := obj.(*config.ElasticQuotaArgs)
 		if !ok {
@@ -237,12 +247,7 @@ func observePod(m *manager, obj any) {
 
 // checkCRD fails start-up when the ElasticQuota CRD is not served.
 func checkCRD(ctx context.Context, c versioned.Interface, budget time.Duration) error {
-	return crd.Served(ctx, c.Discovery(), crd.Resource{
-		Plugin:       Name,
-		GroupVersion: schedv1alpha1.SchemeGroupVersion.String(),
-		Name:         "elasticquotas",
-		CRDFile:      "manifests/crds/scheduling.x-k8s.io_elasticquotas.yaml",
-	}, budget)
+	return crd.Served(ctx, c.Discovery(), CRD, budget)
 }
 
 // PreEnqueue keeps a pod out of the active queue while its asynchronous

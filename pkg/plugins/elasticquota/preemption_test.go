@@ -83,7 +83,7 @@ func newTestPlugin(t *testing.T, nodes []*v1.Node, pods []*v1.Pod, eqs ...*sched
 	snapshot := internalcache.NewSnapshot(pods, nodes)
 	var pl *ElasticQuota
 	factory := func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := newWithClient(fakeEQClient(eqs...))(ctx, defaultArgs(), h)
+		p, err := NewWithClient(fakeEQClient(eqs...))(ctx, defaultArgs(), h)
 		if err == nil {
 			pl = p.(*ElasticQuota)
 		}

@@ -95,6 +95,13 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	})(ctx, obj, h)
 }
 
+// NewWithMetricsClient returns a factory whose MetricsAPI source reads
+// node metrics with c (kubectl berth's offline scheduler gives it an
+// in-memory client).
+func NewWithMetricsClient(c metricsclient.Interface) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return newWithMetricsClient(func(*rest.Config) (metricsclient.Interface, error) { return c, nil })
+}
+
 // newWithMetricsClient returns a plugin factory whose MetricsAPI source uses
 // the client newClient builds.
 func newWithMetricsClient(newClient metricsClientFunc) func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {

@@ -1,0 +1,226 @@
+// Package offline builds Berth's scheduler without a cluster: upstream's
+// scheduler.New with Berth's registry and the options kube-scheduler's
+// start-up (app.Setup) passes it, on client-go's in-memory clients instead
+// of the API server. kubectl berth validate uses it to check a configuration
+// as the scheduler's start-up does: decoding, upstream's validation, every
+// plugin's factory (args validation, CEL compilation and cost), the checks
+// across profiles.
+package offline
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
+	crdfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+
+	berthconfig "github.com/berth-scheduler/berth/apis/config"
+	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's plugin args in the config scheme
+	"github.com/berth-scheduler/berth/internal/crd"
+	"github.com/berth-scheduler/berth/pkg/plugins/coscheduling"
+	"github.com/berth-scheduler/berth/pkg/plugins/elasticquota"
+	"github.com/berth-scheduler/berth/pkg/plugins/loadaware"
+	"github.com/berth-scheduler/berth/pkg/registry"
+)
+
+// SetFeatureGates sets this process's feature gates from kube-scheduler's
+// --feature-gates syntax ("A=true,B=false"); "" keeps the defaults. Gates
+// decide which default plugins a profile gets and what validation allows.
+func SetFeatureGates(gates string) error {
+	if gates == "" {
+		return nil
+	}
+	return utilfeature.DefaultMutableFeatureGate.Set(gates)
+}
+
+// LoadConfig reads a KubeSchedulerConfiguration file as kube-scheduler's
+// --config does (options.Options.ApplyTo): strict decoding with Berth's
+// args in the scheme and defaults applied, then upstream's validation (which
+// also refuses every leader election lock but leases, so building the lock,
+// as the scheduler's Config does next, cannot fail). Its errors are the
+// scheduler's own. Not checked, because they describe the machine the
+// scheduler runs on: clientConnection's kubeconfig file and the serving
+// flags.
+func LoadConfig(logger klog.Logger, path string) (*schedconfig.KubeSchedulerConfiguration, error) {
+	cfg, err := options.LoadConfigFromFile(logger, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := validation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// Clients are the in-memory clients the offline scheduler reads: the
+// Kubernetes API, scheduler-plugins' custom resources (whose discovery
+// serves PodGroups and ElasticQuotas) and metrics.k8s.io.
+type Clients struct {
+	Kube    *kubefake.Clientset
+	CRD     *crdfake.Clientset
+	Metrics *metricsfake.Clientset
+	Dynamic *dynamicfake.FakeDynamicClient
+}
+
+// NewClients returns empty clients.
+func NewClients() *Clients {
+	c := &Clients{
+		Kube:    kubefake.NewClientset(),
+		CRD:     crdfake.NewSimpleClientset(),
+		Metrics: metricsfake.NewSimpleClientset(),
+	}
+	// Discovery serves both CRDs (the plugins check it at start-up); the
+	// dynamic client lists them (the scheduler's dynamic informers watch
+	// them for the plugins' queueing hints).
+	listKinds := map[schema.GroupVersionResource]string{}
+	lists := map[string]*metav1.APIResourceList{} // one per group version, as discovery answers
+	for _, r := range []struct {
+		crd.Resource
+		listKind string
+	}{{coscheduling.CRD, "PodGroupList"}, {elasticquota.CRD, "ElasticQuotaList"}} {
+		l := lists[r.GroupVersion]
+		if l == nil {
+			l = &metav1.APIResourceList{GroupVersion: r.GroupVersion}
+			lists[r.GroupVersion] = l
+			c.CRD.Resources = append(c.CRD.Resources, l)
+		}
+		l.APIResources = append(l.APIResources, metav1.APIResource{Name: r.Name, Namespaced: true})
+		listKinds[schema.FromAPIVersionAndKind(r.GroupVersion, "").GroupVersion().WithResource(r.Name)] = r.listKind
+	}
+	c.Dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
+	return c
+}
+
+// Profile is what a built profile runs.
+type Profile struct {
+	SchedulerName string
+	// Plugins are the plugins the built profile runs (defaults and
+	// multiPoint expanded, as its framework lists them), each once, in the
+	// order of the extension points.
+	Plugins []string
+}
+
+// Scheduler is a scheduler built offline.
+type Scheduler struct {
+	*scheduler.Scheduler
+	Profiles []Profile
+}
+
+// Build constructs the scheduler cfg describes exactly as app.Setup does —
+// the same scheduler.New options, every plugin's factory run — on c instead
+// of the API server. The plugins' informers and goroutines live until ctx
+// is done. Its errors are those the scheduler stops with at start-up.
+//
+// It turns client-go's WatchListClient off for the process: the in-memory
+// clients never send watch-list's initial-events bookmark, so the plugins'
+// informers would wait out their sync timeout and fail.
+func Build(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, c *Clients) (*Scheduler, error) {
+	if err := utilfeature.DefaultMutableFeatureGate.Set("WatchListClient=false"); err != nil {
+		return nil, err
+	}
+	informerFactory := scheduler.NewInformerFactory(c.Kube, 0, nil)
+	dynInformerFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Dynamic, 0, corev1.NamespaceAll, nil)
+	broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, c.Kube)
+	outOfTree := registry.PluginsWithClients(c.CRD, c.Metrics)
+	sched, err := scheduler.New(ctx, c.Kube, informerFactory, dynInformerFactory,
+		func(name string) events.EventRecorderLogger { return broadcaster.NewRecorder(name) },
+		scheduler.WithComponentConfigVersion(cfg.TypeMeta.APIVersion),
+		scheduler.WithProfiles(cfg.Profiles...),
+		scheduler.WithPercentageOfNodesToScore(cfg.PercentageOfNodesToScore),
+		scheduler.WithFrameworkOutOfTreeRegistry(outOfTree),
+		scheduler.WithPodMaxBackoffSeconds(cfg.PodMaxBackoffSeconds),
+		scheduler.WithPodInitialBackoffSeconds(cfg.PodInitialBackoffSeconds),
+		scheduler.WithExtenders(cfg.Extenders...),
+		scheduler.WithParallelism(cfg.Parallelism),
+	)
+	if err != nil {
+		return nil, err
+	}
+	s := &Scheduler{Scheduler: sched}
+	for _, p := range cfg.Profiles {
+		if fw, ok := sched.Profiles[p.SchedulerName]; ok {
+			s.Profiles = append(s.Profiles, Profile{SchedulerName: p.SchedulerName, Plugins: pluginNames(fw.ListPlugins())})
+		}
+	}
+	return s, nil
+}
+
+// pluginNames lists the enabled plugins of every extension point, each once.
+func pluginNames(p *schedconfig.Plugins) []string {
+	if p == nil {
+		return nil
+	}
+	var names []string
+	for _, set := range []schedconfig.PluginSet{p.PreEnqueue, p.QueueSort, p.PreFilter, p.Filter, p.PostFilter,
+		p.PreScore, p.Score, p.Reserve, p.Permit, p.PreBind, p.Bind, p.PostBind,
+		p.PlacementGenerate, p.PlacementScore, p.PodGroupPostFilter} {
+		for _, pl := range set.Enabled {
+			if !slices.Contains(names, pl.Name) {
+				names = append(names, pl.Name)
+			}
+		}
+	}
+	return names
+}
+
+// Requirement is something a configuration needs from the cluster that an
+// offline check cannot see: the scheduler's start-up fails without it (a
+// CRD), or a plugin degrades without it (the metrics API).
+type Requirement struct {
+	// Plugin needs it; Profiles name the profiles that run the plugin.
+	Plugin   string
+	Profiles []string
+	// What is needed, and Hint where it comes from.
+	What, Hint string
+}
+
+// Requirements lists what the configuration's plugins need from the cluster:
+// Coscheduling's CRD, ElasticQuota's, then the metrics API.
+func Requirements(cfg *schedconfig.KubeSchedulerConfiguration, profiles []Profile) []Requirement {
+	byPlugin := map[string][]string{}
+	for _, p := range profiles {
+		for _, name := range p.Plugins {
+			byPlugin[name] = append(byPlugin[name], p.SchedulerName)
+		}
+	}
+	var out []Requirement
+	for _, r := range []crd.Resource{coscheduling.CRD, elasticquota.CRD} {
+		if ps := byPlugin[r.Plugin]; len(ps) > 0 {
+			out = append(out, Requirement{Plugin: r.Plugin, Profiles: ps,
+				What: fmt.Sprintf("the API server serving %s.%s (start-up fails without it)", r.Name, r.GroupVersion),
+				Hint: "install " + r.CRDFile})
+		}
+	}
+	var metricsProfiles []string
+	for _, p := range cfg.Profiles {
+		if !slices.Contains(byPlugin[loadaware.Name], p.SchedulerName) {
+			continue
+		}
+		for _, pc := range p.PluginConfig {
+			if a, ok := pc.Args.(*berthconfig.LoadAwareArgs); ok && pc.Name == loadaware.Name && a.Source == berthconfig.LoadAwareSourceMetricsAPI {
+				metricsProfiles = append(metricsProfiles, p.SchedulerName)
+			}
+		}
+	}
+	if len(metricsProfiles) > 0 {
+		out = append(out, Requirement{Plugin: loadaware.Name, Profiles: metricsProfiles,
+			What: "metrics.k8s.io served (LoadAware's MetricsAPI source: without samples Filter does what onMissingMetrics says and Score falls back to requests, counted in berth_loadaware_missing_metrics_total)",
+			Hint: "install metrics-server"})
+	}
+	return out
+}
