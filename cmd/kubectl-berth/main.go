@@ -1,7 +1,9 @@
 // Command kubectl-berth is kubectl's plugin for Berth (on the PATH as
 // kubectl-berth, it runs as `kubectl berth`): `kubectl berth explain POD`
 // prints why the pod landed on its node, or why it fits nowhere, from the
-// explanation Berth's Explain plugin wrote on it.
+// explanation Berth's Explain plugin wrote on it; `kubectl berth validate
+// CONFIG` checks a scheduler configuration offline, as the scheduler's
+// start-up does.
 package main
 
 import (

@@ -25,7 +25,8 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-berth",
 		Short: "Berth's kubectl plugin",
-		Long: "Berth's kubectl plugin: why Berth placed a pod where it did, or why it fits nowhere.\n\n" +
+		Long: "Berth's kubectl plugin: why Berth placed a pod where it did, or why it fits nowhere (explain), and\n" +
+			"whether Berth's scheduler would start with a configuration (validate).\n\n" +
 			"Shell completion, pod names included: kubectl (1.26 and later) completes `kubectl berth` through an\n" +
 			"executable named kubectl_complete-berth on the PATH, which should run `kubectl-berth __complete \"$@\"`\n" +
 			"(see the README); `kubectl-berth completion bash|zsh|fish|powershell` prints a script for\n" +
@@ -37,7 +38,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	flags.AddFlags(root.PersistentFlags())
 	registerGlobalFlagCompletions(root, flags)
-	root.AddCommand(newExplainCommand(flags, streams), newVersionCommand(streams))
+	root.AddCommand(newExplainCommand(flags, streams), newSnapshotCommand(flags, streams), newValidateCommand(streams), newVersionCommand(streams))
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	return root
