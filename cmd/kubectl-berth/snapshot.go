@@ -21,6 +21,7 @@ import (
 
 func newSnapshotCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	var anonymize, anonymizeLabels bool
+	var keepAnnotations []string
 	var pageSize int64
 	cmd := &cobra.Command{
 		Use:   "snapshot [FILE]",
@@ -33,9 +34,11 @@ func newSnapshotCommand(flags *genericclioptions.ConfigFlags, streams genericioo
 			"may not list, are named in the file and on standard error, not silently dropped.\n\n" +
 			"Never in it: Secrets, ConfigMaps, managed fields, kubectl's last-applied annotation, containers' env,\n" +
 			"commands, args and probes. It needs get/list only (the README lists the resources).\n\n" +
-			"--anonymize renames namespaces, nodes, pods and the pods' controllers wherever the names occur (nodeName,\n" +
-			"the hostname label, selectors, owner references), and drops addresses, IPs and annotations that are not\n" +
-			"well-known; --anonymize-labels renames label keys (but Kubernetes' own) and values too.",
+			"--anonymize renames namespaces, nodes, pods and the pods' controllers in the fields that hold them (names,\n" +
+			"namespaces, nodeName, owner references, the hostname label and selectors), and drops addresses, IPs,\n" +
+			"condition messages and the annotations scheduling does not read; --anonymize-labels renames label keys\n" +
+			"(but Kubernetes' own) and values (but kubernetes.io/os and /arch) too. Quantities, scheduler names and\n" +
+			"priority class names are kept, so a config still applies.",
 		Example: "  kubectl berth snapshot cluster.json.gz\n" +
 			"  kubectl berth snapshot --anonymize --anonymize-labels bug-report.json.gz",
 		Args: cobra.MaximumNArgs(1),
@@ -62,7 +65,7 @@ func newSnapshotCommand(flags *genericclioptions.ConfigFlags, streams genericioo
 				if err != nil {
 					return err
 				}
-				o.Anonymizer = snapshot.NewAnonymizer(anonymizeLabels)
+				o.Anonymizer = snapshot.NewAnonymizer(anonymizeLabels, keepAnnotations...)
 				if err := o.Anonymizer.Learn(ctx, mc, pageSize); err != nil {
 					return err
 				}
@@ -83,6 +86,7 @@ func newSnapshotCommand(flags *genericclioptions.ConfigFlags, streams genericioo
 	}
 	cmd.Flags().BoolVar(&anonymize, "anonymize", false, "rename namespaces, nodes, pods and their controllers consistently; drop addresses, IPs and annotations that are not well-known")
 	cmd.Flags().BoolVar(&anonymizeLabels, "anonymize-labels", false, "with --anonymize: rename label keys (but Kubernetes' own) and values too")
+	cmd.Flags().StringSliceVar(&keepAnnotations, "keep-annotation", nil, "with --anonymize: an annotation key to keep besides the ones scheduling reads by default (LoadAware's annotationKey when it is not berth.io/node-usage)")
 	cmd.Flags().Int64Var(&pageSize, "page-size", 500, "objects per list request")
 	return cmd
 }

@@ -139,7 +139,7 @@ func Build(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, c *
 	outOfTree := registry.PluginsWithClients(c.CRD, c.Metrics)
 	sched, err := scheduler.New(ctx, c.Kube, informerFactory, dynInformerFactory,
 		func(name string) events.EventRecorderLogger { return broadcaster.NewRecorder(name) },
-		scheduler.WithComponentConfigVersion(cfg.TypeMeta.APIVersion),
+		scheduler.WithComponentConfigVersion(cfg.APIVersion),
 		scheduler.WithProfiles(cfg.Profiles...),
 		scheduler.WithPercentageOfNodesToScore(cfg.PercentageOfNodesToScore),
 		scheduler.WithFrameworkOutOfTreeRegistry(outOfTree),

@@ -33,6 +33,9 @@ const (
 	Kind       = "Snapshot"
 )
 
+// defaultPageSize is the list chunk size when Options say none.
+const defaultPageSize = 500
+
 // Resource is one kind of object a snapshot holds.
 type Resource struct {
 	schema.GroupVersionResource
@@ -48,8 +51,7 @@ func res(group, version, resource, why string) Resource {
 	return Resource{schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, why}
 }
 
-// Resources are listed in this order: namespaces and nodes first, so that
-// an anonymizer knows their names before anything refers to them.
+// Resources are listed, and written, in this order.
 var Resources = []Resource{
 	res("", "v1", "namespaces", "NamespaceSelector of pod affinity, ElasticQuota"),
 	res("", "v1", "nodes", "every plugin"),
@@ -70,10 +72,12 @@ var Resources = []Resource{
 	res("resource.k8s.io", "v1", "deviceclasses", "DynamicResources"),
 	res("resource.k8s.io", "v1", "resourceslices", "DynamicResources"),
 	res("resource.k8s.io", "v1", "resourceclaims", "DynamicResources"),
+	res("resource.k8s.io", "v1", "devicetaintrules", "DynamicResources' device taints"),
 	res("scheduling.x-k8s.io", "v1alpha1", "podgroups", "Coscheduling, ElasticQuota (scheduler-plugins' PodGroups)"),
 	res("scheduling.x-k8s.io", "v1alpha1", "elasticquotas", "ElasticQuota"),
-	res("scheduling.k8s.io", "v1beta1", "workloads", "GangScheduling (native gangs, gate GenericWorkload)"),
-	res("scheduling.k8s.io", "v1beta1", "podgroups", "GangScheduling (native gangs, gate GenericWorkload)"),
+	res("scheduling.k8s.io", "v1beta1", "workloads", "not read by the scheduler: the native PodGroups' Workloads, for the report"),
+	res("scheduling.k8s.io", "v1beta1", "podgroups", "GangScheduling and the PodGroup cycle (native gangs, gate GenericWorkload)"),
+	res("scheduling.k8s.io", "v1alpha3", "compositepodgroups", "the PodGroup cycle's composite groups (alpha gate)"),
 	res("metrics.k8s.io", "v1beta1", "nodes", "LoadAware's MetricsAPI source (node usage)"),
 }
 
@@ -113,7 +117,7 @@ type Options struct {
 	Client string
 	// Anonymizer renames objects as they are written; nil keeps names.
 	Anonymizer *Anonymizer
-	// PageSize is the list chunk size (500 when 0).
+	// PageSize is the list chunk size (defaultPageSize when 0).
 	PageSize int64
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
@@ -138,6 +142,8 @@ func Take(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.In
 	}
 	h.Server = info
 
+	// bufio.Writer keeps the first write error and returns it from every
+	// later call and from Flush, which is checked at the end.
 	bw := bufio.NewWriterSize(w, 1<<20)
 	head, err := json.Marshal(struct {
 		metav1.TypeMeta `json:",inline"`
@@ -150,10 +156,11 @@ func Take(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.In
 		return nil, err
 	}
 	// The head without its closing brace, then the items, then the rest.
-	bw.Write(head[:len(head)-1])
-	bw.WriteString(`,"items":[`)
+	_, _ = bw.Write(head[:len(head)-1])
+	_, _ = bw.WriteString(`,"items":[`)
 	first := true
 	served := map[string]map[string]bool{}
+	discErr := map[string]error{}
 	for _, r := range Resources {
 		gv := r.GroupVersion().String()
 		names, ok := served[gv]
@@ -163,7 +170,9 @@ func Take(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.In
 			switch {
 			case apierrors.IsNotFound(err):
 			case err != nil:
-				return nil, fmt.Errorf("discovery of %s: %w", gv, err)
+				// An aggregated API that does not answer (metrics.k8s.io with
+				// metrics-server down answers 503): the rest can still be taken.
+				discErr[gv] = err
 			default:
 				for _, ar := range list.APIResources {
 					names[ar.Name] = true
@@ -172,6 +181,10 @@ func Take(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.In
 			served[gv] = names
 		}
 		key := resourceKey(r.GroupVersionResource)
+		if err, ok := discErr[gv]; ok {
+			h.Omitted = append(h.Omitted, Omission{Resource: key, Reason: "discovery of " + gv + " failed: " + err.Error()})
+			continue
+		}
 		if !names[r.Resource] {
 			h.Omitted = append(h.Omitted, Omission{Resource: key, Reason: "not served by this cluster"})
 			continue
@@ -181,7 +194,7 @@ func Take(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.In
 		})
 		p.PageSize = o.PageSize
 		if p.PageSize == 0 {
-			p.PageSize = 500
+			p.PageSize = defaultPageSize
 		}
 		n := 0
 		err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
@@ -201,11 +214,11 @@ func Take(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.In
 				return err
 			}
 			if !first {
-				bw.WriteByte(',')
+				_ = bw.WriteByte(',')
 			}
 			first = false
-			bw.WriteString("\n")
-			bw.Write(raw)
+			_, _ = bw.WriteString("\n")
+			_, _ = bw.Write(raw)
 			n++
 			return nil
 		})
@@ -232,9 +245,9 @@ func Take(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.In
 	if err != nil {
 		return nil, err
 	}
-	bw.WriteString("\n],")
-	bw.Write(tail[1:])
-	bw.WriteString("\n")
+	_, _ = bw.WriteString("\n],")
+	_, _ = bw.Write(tail[1:])
+	_, _ = bw.WriteString("\n")
 	return &h, bw.Flush()
 }
 
@@ -269,8 +282,9 @@ var containerFieldsDropped = []string{"env", "envFrom", "command", "args", "work
 
 // Sanitize drops from u what scheduling never reads and what may be secret:
 // managed fields, kubectl's last-applied annotation (a copy of the object as
-// applied, env included), and containers' env, commands, args and probes in
-// pods and pod templates.
+// applied, env included), containers' env, commands, args and probes in
+// pods and pod templates, and containers' states (a terminated container's
+// message is whatever it printed last) and runtime IDs.
 func Sanitize(u *unstructured.Unstructured) {
 	u.SetManagedFields(nil)
 	if a := u.GetAnnotations(); a != nil {
@@ -298,6 +312,20 @@ func Sanitize(u *unstructured.Unstructured) {
 			}
 			_ = unstructured.SetNestedSlice(u.Object, cs, path...)
 		}
+	}
+	for _, kind := range []string{"containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"} {
+		cs, found, _ := unstructured.NestedSlice(u.Object, "status", kind)
+		if !found {
+			continue
+		}
+		for _, c := range cs {
+			if m, ok := c.(map[string]any); ok {
+				for _, f := range []string{"state", "lastState", "containerID", "imageID"} {
+					delete(m, f)
+				}
+			}
+		}
+		_ = unstructured.SetNestedSlice(u.Object, cs, "status", kind)
 	}
 }
 

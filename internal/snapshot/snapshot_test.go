@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,10 +16,11 @@ import (
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
+	corev1helper "k8s.io/component-helpers/scheduling/corev1"
 )
 
-func obj(apiVersion, kind, ns, name string, fields map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind,
+func obj(kind, ns, name string, fields map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": kind,
 		"metadata": map[string]any{"name": name}}}
 	if ns != "" {
 		u.SetNamespace(ns)
@@ -29,7 +31,8 @@ func obj(apiVersion, kind, ns, name string, fields map[string]any) *unstructured
 	return u
 }
 
-func pod(ns, name, node string, extra map[string]any) *unstructured.Unstructured {
+// pod is a Running pod in namespace shop, with what must not leak.
+func pod(name, node string, extra map[string]any) *unstructured.Unstructured {
 	spec := map[string]any{"nodeName": node, "containers": []any{map[string]any{
 		"name": "app", "image": "registry.example/app:1",
 		"env":       []any{map[string]any{"name": "TOKEN", "value": "s3cr3t"}},
@@ -39,8 +42,8 @@ func pod(ns, name, node string, extra map[string]any) *unstructured.Unstructured
 	for k, v := range extra {
 		spec[k] = v
 	}
-	p := obj("v1", "Pod", ns, name, map[string]any{"spec": spec, "status": map[string]any{"phase": "Running", "podIP": "10.1.2.3"}})
-	p.SetLabels(map[string]string{"app": "payments", "pool": "gold"})
+	p := obj("Pod", "shop", name, map[string]any{"spec": spec, "status": map[string]any{"phase": "Running", "podIP": "10.1.2.3"}})
+	p.SetLabels(map[string]string{"app": "payments", "pool": "gold", "pod-template-generation": "1", "apps.kubernetes.io/pod-index": "0"})
 	p.SetAnnotations(map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"env":"s3cr3t"}`,
 		"explain.berth.dev/result": `{"node":"` + node + `"}`, "team.example/owner": "alice"})
 	p.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl"}})
@@ -49,7 +52,7 @@ func pod(ns, name, node string, extra map[string]any) *unstructured.Unstructured
 }
 
 func TestSanitizeDropsWhatSchedulingNeverReads(t *testing.T) {
-	p := pod("shop", "payments-7d9f-abcde", "worker-1", nil)
+	p := pod("payments-7d9f-abcde", "worker-1", nil)
 	Sanitize(p)
 	raw, _ := p.MarshalJSON()
 	for _, secret := range []string{"s3cr3t", "hunter2", "managedFields", "last-applied"} {
@@ -66,29 +69,36 @@ func TestSanitizeDropsWhatSchedulingNeverReads(t *testing.T) {
 
 func TestAnonymizerRenamesEveryReferenceAlike(t *testing.T) {
 	a := NewAnonymizer(true)
-	node := obj("v1", "Node", "", "worker-1.corp.example", nil)
-	node.SetLabels(map[string]string{"kubernetes.io/hostname": "worker-1.corp.example", "pool": "gold", "topology.kubernetes.io/zone": "eu-1a"})
-	unstructured.SetNestedSlice(node.Object, []any{map[string]any{"type": "InternalIP", "address": "192.168.7.7"}}, "status", "addresses")
-	p := pod("shop", "payments-7d9f-abcde", "worker-1.corp.example", map[string]any{
-		"nodeSelector": map[string]any{"pool": "gold"},
+	node := obj("Node", "", "worker-1.corp.example", nil)
+	node.SetLabels(map[string]string{"kubernetes.io/hostname": "worker-1.corp.example", "pool": "gold", "topology.kubernetes.io/zone": "eu-1a",
+		"node-type": "gpu", "gpu": "true", "kubernetes.io/os": "linux"})
+	must(t, unstructured.SetNestedMap(node.Object, map[string]any{"cpu": "1", "hugepages-2Mi": "0", "pods": "110"}, "status", "allocatable"))
+	must(t, unstructured.SetNestedSlice(node.Object, []any{map[string]any{"type": "InternalIP", "address": "192.168.7.7"}}, "status", "addresses"))
+	p := pod("payments-7d9f-abcde", "worker-1.corp.example", map[string]any{
+		// The release's own Deployment is called berth-scheduler too.
+		"schedulerName": "berth-scheduler",
+		"os":            map[string]any{"name": "linux"},
+		"nodeSelector":  map[string]any{"pool": "gold", "kubernetes.io/os": "linux"},
 		"affinity": map[string]any{"podAntiAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": []any{map[string]any{
 			"topologyKey":   "kubernetes.io/hostname",
 			"labelSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "app", "operator": "In", "values": []any{"payments"}}}},
 			"namespaces":    []any{"shop"},
-		}}}},
+		}}},
+			"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{
+				map[string]any{"matchExpressions": []any{map[string]any{"key": "gpu", "operator": "In", "values": []any{"true"}}}},
+				map[string]any{"matchExpressions": []any{map[string]any{"key": "node-type", "operator": "In", "values": []any{"gpu"}}}},
+			}}}},
 	})
-	ns := obj("v1", "Namespace", "", "shop", nil)
+	ns := obj("Namespace", "", "shop", nil)
 	ns.SetLabels(map[string]string{"kubernetes.io/metadata.name": "shop"})
-	pv := obj("v1", "PersistentVolume", "", "pv-1", map[string]any{"spec": map[string]any{"nodeAffinity": map[string]any{"required": map[string]any{
+	pv := obj("PersistentVolume", "", "pv-1", map[string]any{"spec": map[string]any{"nodeAffinity": map[string]any{"required": map[string]any{
 		"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "kubernetes.io/hostname", "operator": "In", "values": []any{"worker-1.corp.example"}}}}},
 	}}}})
-	for resource, o := range map[string]*unstructured.Unstructured{"namespaces": ns, "nodes": node, "pods": p} {
-		m, err := metaOf(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a.learn(resource, m)
-	}
+	a.learn("ns", "shop")
+	a.learn("node", "worker-1.corp.example")
+	a.learn("deployment", "berth-scheduler")
+	a.learn("replicaset", "payments-7d9f")
+	a.learn("pod", "payments-7d9f-abcde")
 	for _, o := range []*unstructured.Unstructured{ns, node, p, pv} {
 		Sanitize(o)
 		a.Apply(o)
@@ -98,7 +108,7 @@ func TestAnonymizerRenamesEveryReferenceAlike(t *testing.T) {
 		raw, _ := o.MarshalJSON()
 		all.Write(raw)
 	}
-	for _, leak := range []string{`"worker-1.corp.example"`, `"shop"`, `"payments-7d9f-abcde"`, `"payments-7d9f"`, `"payments"`, `"gold"`, `"pool"`, `"app"`, "192.168.7.7", "10.1.2.3", "alice"} {
+	for _, leak := range []string{"worker-1.corp.example", `"shop"`, "payments-7d9f", `"payments"`, `"gold"`, `"pool"`, `"eu-1a"`, "192.168.7.7", "10.1.2.3", "alice"} {
 		if bytes.Contains(all.Bytes(), []byte(leak)) {
 			t.Errorf("anonymized objects still hold %s:\n%s", leak, all.String())
 		}
@@ -136,12 +146,41 @@ func TestAnonymizerRenamesEveryReferenceAlike(t *testing.T) {
 	if _, ok := p.GetAnnotations()["explain.berth.dev/result"]; ok {
 		t.Error("Explain's result (it names nodes inside a JSON string) kept")
 	}
+
+	// Still typed objects with their quantities, scheduler name and OS:
+	// only names and labels changed.
+	var tp v1.Pod
+	var tn v1.Node
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(p.Object, &tp); err != nil {
+		t.Fatalf("anonymized pod is no Pod: %v", err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(node.Object, &tn); err != nil {
+		t.Fatalf("anonymized node is no Node: %v", err)
+	}
+	if q := tp.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]; q.String() != "1" {
+		t.Errorf("pod's cpu request %s, want 1", q.String())
+	}
+	if q := tn.Status.Allocatable["hugepages-2Mi"]; q.String() != "0" || tn.Status.Allocatable.Cpu().String() != "1" {
+		t.Errorf("node's allocatable %v, want cpu 1 and hugepages-2Mi 0", tn.Status.Allocatable)
+	}
+	if tp.Spec.SchedulerName != "berth-scheduler" || tp.Spec.OS.Name != "linux" || tp.Spec.NodeSelector["kubernetes.io/os"] != "linux" {
+		t.Errorf("schedulerName %q, os %q, nodeSelector %v: want berth-scheduler, linux and kubernetes.io/os=linux kept", tp.Spec.SchedulerName, tp.Spec.OS.Name, tp.Spec.NodeSelector)
+	}
+	// Both node affinity terms (a key that is also another label's value)
+	// still match the node, by the scheduler's own matcher.
+	for i, term := range tp.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		ok, err := corev1helper.MatchNodeSelectorTerms(&tn, &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{term}})
+		if err != nil || !ok {
+			t.Errorf("node affinity term %d %+v no longer matches the node's labels %v (%v)", i, term, tn.Labels, err)
+		}
+	}
 }
 
-func metaOf(u *unstructured.Unstructured) (*metav1.ObjectMeta, error) {
-	m := &metav1.ObjectMeta{}
-	err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object["metadata"].(map[string]any), m)
-	return m, err
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func flatten(v any) []string {
@@ -165,13 +204,13 @@ func flatten(v any) []string {
 }
 
 func TestTakeWritesAFileOpenReads(t *testing.T) {
-	node := obj("v1", "Node", "", "n1", nil)
-	running := pod("shop", "p1", "n1", nil)
-	done := pod("shop", "p2", "n1", nil)
-	unstructured.SetNestedField(done.Object, "Succeeded", "status", "phase")
-	refused := pod("shop", "p3", "n1", nil)
-	unstructured.SetNestedField(refused.Object, "Failed", "status", "phase")
-	unstructured.SetNestedField(refused.Object, "OutOfcpu", "status", "reason")
+	node := obj("Node", "", "n1", nil)
+	running := pod("p1", "n1", nil)
+	done := pod("p2", "n1", nil)
+	must(t, unstructured.SetNestedField(done.Object, "Succeeded", "status", "phase"))
+	refused := pod("p3", "n1", nil)
+	must(t, unstructured.SetNestedField(refused.Object, "Failed", "status", "phase"))
+	must(t, unstructured.SetNestedField(refused.Object, "OutOfcpu", "status", "reason"))
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		{Version: "v1", Resource: "nodes"}: "NodeList", {Version: "v1", Resource: "pods"}: "PodList", {Version: "v1", Resource: "namespaces"}: "NamespaceList",
 	}, node, running, done, refused)

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/internal/snapshot"
@@ -69,7 +70,7 @@ var _ = Describe("kubectl berth snapshot", func() {
 			Labels: map[string]string{"kubernetes.io/hostname": "snap-worker-1.corp.example", "snap-pool": "gold-snap"}})
 		for _, p := range []struct{ name, node string }{{"payments-7d9f-a1", "snap-worker-1.corp.example"}, {"payments-7d9f-a2", ""}} {
 			pod := sandbox.MakePod(sandbox.PodSpec{Namespace: ns, Name: p.name, SchedulerName: "nobody-schedules-this", CPU: "1",
-				Labels: map[string]string{"app": "payments-snap"}, NodeSelector: map[string]string{"snap-pool": "gold-snap"},
+				Labels: map[string]string{"app": "payments-snap", "pod-template-generation": "1"}, NodeSelector: map[string]string{"snap-pool": "gold-snap"},
 				Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"password":"hunter2"}`}})
 			pod.Spec.NodeName = p.node
 			pod.Spec.Containers[0].Image = image
@@ -122,6 +123,13 @@ var _ = Describe("kubectl berth snapshot", func() {
 			}
 		}
 		Expect(bound).NotTo(BeNil())
+		// Only names and labels changed: still a Pod, with its requests and
+		// its scheduler's name (a label value "1" renamed must not turn the
+		// cpu request "1" into something else).
+		var typed v1.Pod
+		Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(bound.Object, &typed)).To(Succeed())
+		Expect(typed.Spec.Containers[0].Resources.Requests.Cpu().String()).To(Equal("1"))
+		Expect(typed.Spec.SchedulerName).To(Equal("nobody-schedules-this"))
 		nodeName, _, _ := unstructured.NestedString(bound.Object, "spec", "nodeName")
 		node := nodeNamed(f, nodeName)
 		Expect(node).NotTo(BeNil(), "the bound pod's node %s is in the snapshot under the same new name", nodeName)
