@@ -38,7 +38,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	flags.AddFlags(root.PersistentFlags())
 	registerGlobalFlagCompletions(root, flags)
-	root.AddCommand(newExplainCommand(flags, streams), newSnapshotCommand(flags, streams), newValidateCommand(streams), newVersionCommand(streams))
+	root.AddCommand(newExplainCommand(flags, streams), newSnapshotCommand(flags, streams), newSimulateCommand(streams), newValidateCommand(streams), newVersionCommand(streams))
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	return root

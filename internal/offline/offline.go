@@ -4,7 +4,8 @@
 // of the API server. kubectl berth validate uses it to check a configuration
 // as the scheduler's start-up does: decoding, upstream's validation, every
 // plugin's factory (args validation, CEL compilation and cost), the checks
-// across profiles.
+// across profiles; kubectl berth simulate runs the scheduler so built on a
+// snapshot's objects (Simulate).
 package offline
 
 import (
@@ -19,6 +20,7 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
@@ -78,12 +80,19 @@ type Clients struct {
 }
 
 // NewClients returns empty clients.
-func NewClients() *Clients {
+func NewClients() *Clients { return NewClientsWith(nil, nil, nil, nil) }
+
+// NewClientsWith returns clients holding these objects: kube's (typed, of
+// client-go's scheme), scheduler-plugins' (typed), metrics.k8s.io's
+// (typed), and scheduler-plugins' again as unstructured for the dynamic
+// client. A binding sets the pod's nodeName, as kube-apiserver does.
+func NewClientsWith(kube, crds, metrics, dyn []runtime.Object) *Clients {
 	c := &Clients{
-		Kube:    kubefake.NewClientset(),
-		CRD:     crdfake.NewSimpleClientset(),
-		Metrics: metricsfake.NewSimpleClientset(),
+		Kube:    kubefake.NewClientset(kube...),
+		CRD:     crdfake.NewSimpleClientset(crds...),
+		Metrics: metricsfake.NewSimpleClientset(metrics...),
 	}
+	c.Kube.PrependReactor("create", "pods", bindThroughTracker(c))
 	// Discovery serves both CRDs (the plugins check it at start-up); the
 	// dynamic client lists them (the scheduler's dynamic informers watch
 	// them for the plugins' queueing hints).
@@ -102,7 +111,7 @@ func NewClients() *Clients {
 		l.APIResources = append(l.APIResources, metav1.APIResource{Name: r.Name, Namespaced: true})
 		listKinds[schema.FromAPIVersionAndKind(r.GroupVersion, "").GroupVersion().WithResource(r.Name)] = r.listKind
 	}
-	c.Dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
+	c.Dynamic = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, dyn...)
 	return c
 }
 
@@ -118,7 +127,13 @@ type Profile struct {
 // Scheduler is a scheduler built offline.
 type Scheduler struct {
 	*scheduler.Scheduler
+	// Profiles are what each profile runs (Scheduler.Profiles are the
+	// frameworks).
 	Profiles []Profile
+	// Informers and DynInformers are the scheduler's informer factories,
+	// not started.
+	Informers    informers.SharedInformerFactory
+	DynInformers dynamicinformer.DynamicSharedInformerFactory
 }
 
 // Build constructs the scheduler cfg describes exactly as app.Setup does —
@@ -151,7 +166,7 @@ func Build(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, c *
 	if err != nil {
 		return nil, err
 	}
-	s := &Scheduler{Scheduler: sched}
+	s := &Scheduler{Scheduler: sched, Informers: informerFactory, DynInformers: dynInformerFactory}
 	for _, p := range cfg.Profiles {
 		if fw, ok := sched.Profiles[p.SchedulerName]; ok {
 			s.Profiles = append(s.Profiles, Profile{SchedulerName: p.SchedulerName, Plugins: pluginNames(fw.ListPlugins())})

@@ -1,0 +1,150 @@
+package offline
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/berth-scheduler/berth/internal/snapshot"
+)
+
+const batchPoolConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: berth-sim
+  plugins:
+    multiPoint:
+      enabled:
+      - name: CELPolicy
+  pluginConfig:
+  - name: CELPolicy
+    args:
+      rules:
+      - name: batch-on-batch-pool
+        match: "pod.metadata.?labels.?tier.orValue('') == 'batch'"
+        filter: "node.metadata.?labels.?pool.orValue('') == 'batch'"
+        message: "batch pods run on the batch pool"
+`
+
+func item(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &unstructured.Unstructured{Object: m}
+}
+
+func simNode(name, pool, cpu string) *v1.Node {
+	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourcePods: resource.MustParse("110")}
+	return &v1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": pool, "kubernetes.io/hostname": name}},
+		Status: v1.NodeStatus{Capacity: alloc, Allocatable: alloc,
+			Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}}}
+}
+
+func simPod(name, tier, node string, created int) *v1.Pod {
+	return &v1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name, UID: k8stypes.UID("uid-" + name), Labels: map[string]string{"tier": tier},
+			CreationTimestamp: metav1.NewTime(time.Unix(int64(1e9+created), 0))},
+		Spec: v1.PodSpec{SchedulerName: "berth-sim", NodeName: node, Containers: []v1.Container{{Name: "app", Image: "app",
+			Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}}}}},
+		Status: v1.PodStatus{Phase: v1.PodPending}}
+}
+
+func simulate(t *testing.T, mode Mode, objs ...runtime.Object) *Simulation {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(batchPoolConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(klog.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &snapshot.File{}
+	snap.APIVersion, snap.Kind = snapshot.APIVersion, snapshot.Kind
+	for _, o := range objs {
+		snap.Items = append(snap.Items, item(t, o))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sim, err := Simulate(ctx, cfg, snap, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sim
+}
+
+func outcomes(sim *Simulation) map[string]Outcome {
+	m := map[string]Outcome{}
+	for _, o := range sim.Outcomes {
+		m[o.Name] = o
+	}
+	return m
+}
+
+func TestSimulatePlacesPendingPodsAsTheSchedulerWould(t *testing.T) {
+	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	sim := simulate(t, ModePending, ns,
+		simNode("web-1", "web", "4"), simNode("batch-1", "batch", "2"),
+		simPod("running", "web", "web-1", 0),
+		simPod("batch-a", "batch", "", 1), simPod("batch-b", "batch", "", 2), simPod("batch-c", "batch", "", 3),
+		simPod("web-a", "web", "", 4))
+	got := outcomes(sim)
+	if len(got) != 4 {
+		t.Fatalf("outcomes %+v, want the 4 pending pods (not the bound one)", sim.Outcomes)
+	}
+	placedOnBatch := 0
+	for _, n := range []string{"batch-a", "batch-b", "batch-c"} {
+		switch o := got[n]; o.Node {
+		case "batch-1":
+			placedOnBatch++
+		case "":
+			if !strings.Contains(o.Reason, "batch pods run on the batch pool") && !strings.Contains(o.Reason, "Insufficient cpu") {
+				t.Errorf("%s pending with %q, want the rule's message or insufficient cpu", n, o.Reason)
+			}
+		default:
+			t.Errorf("%s on %s: the rule allows only batch-1", n, o.Node)
+		}
+	}
+	if placedOnBatch != 2 {
+		t.Errorf("%d batch pods on batch-1 (2 CPUs), want 2: %+v", placedOnBatch, sim.Outcomes)
+	}
+	if got["web-a"].Node == "" {
+		t.Errorf("web-a pending (%q), want it placed", got["web-a"].Reason)
+	}
+	if len(sim.Unmodelled) != 0 {
+		t.Errorf("unmodelled %v", sim.Unmodelled)
+	}
+}
+
+func TestSimulateReplacePlacesEveryPodAgainInCreationOrder(t *testing.T) {
+	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	// Today two batch pods sit on web-1 (placed before the rule existed);
+	// replaced under the rule, the first two created get batch-1's two
+	// CPUs and the third stays pending.
+	sim := simulate(t, ModeReplace, ns,
+		simNode("web-1", "web", "4"), simNode("batch-1", "batch", "2"),
+		simPod("batch-old", "batch", "web-1", 0), simPod("batch-mid", "batch", "web-1", 1), simPod("batch-new", "batch", "", 2))
+	got := outcomes(sim)
+	if got["batch-old"].Node != "batch-1" || got["batch-mid"].Node != "batch-1" {
+		t.Errorf("outcomes %+v: want the two oldest batch pods on batch-1", sim.Outcomes)
+	}
+	if o := got["batch-new"]; o.Node != "" || !strings.Contains(o.Reason, "0/2 nodes are available") {
+		t.Errorf("batch-new %+v: want it pending, with the scheduler's FailedScheduling message", o)
+	}
+}
