@@ -7,6 +7,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -19,6 +20,20 @@ func main() {
 		// The commands silence cobra's own printing (and its usage dump):
 		// the error is printed here, once, as kubectl prints its own.
 		fmt.Fprintln(os.Stderr, "error:", err)
+		var ec exitCode
+		if errors.As(err, &ec) {
+			os.Exit(ec.code)
+		}
 		os.Exit(1)
 	}
 }
+
+// exitCode is an error with its own exit status (simulate's --fail-on: 3,
+// so that a pipeline tells a gate from bad input, 1).
+type exitCode struct {
+	code int
+	err  error
+}
+
+func (e exitCode) Error() string { return e.err.Error() }
+func (e exitCode) Unwrap() error { return e.err }

@@ -31,12 +31,13 @@ type simulateReport struct {
 }
 
 type simulateTotals struct {
-	Pods         int   `json:"pods"`
-	Placed       []int `json:"placed"`
-	Pending      []int `json:"pending"`
-	Moved        int   `json:"moved"`
-	NewlyPending int   `json:"newlyPending"`
-	NewlyPlaced  int   `json:"newlyPlaced"`
+	Pods           int   `json:"pods"`
+	Placed         []int `json:"placed"`
+	Pending        []int `json:"pending"`
+	Moved          int   `json:"moved"`
+	NewlyPending   int   `json:"newlyPending"`
+	NewlyPlaced    int   `json:"newlyPlaced"`
+	NewlyPreempted int   `json:"newlyPreempted"`
 }
 
 type simulatedPod struct {
@@ -45,13 +46,18 @@ type simulatedPod struct {
 	// Outcomes are one per config, in the order given.
 	Outcomes []simulatedOutcome `json:"outcomes"`
 	// Change compares the last config's outcome with the first's: "",
-	// "moved", "newly-pending", "newly-placed".
+	// "moved", "newly-pending", "newly-placed", "newly-preempted" (empty
+	// when a config has no profile for the pod).
 	Change string `json:"change,omitempty"`
 }
 
 type simulatedOutcome struct {
 	Node   string `json:"node,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Preempted: the simulated scheduler deleted it (a preemption victim).
+	Preempted bool `json:"preempted,omitempty"`
+	// NotSimulated: the config has no profile for the pod's schedulerName.
+	NotSimulated bool `json:"notSimulated,omitempty"`
 }
 
 func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
@@ -90,6 +96,8 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				return fmt.Errorf("-o %q: table or json", output)
 			case failOn != "" && failOn != "newly-pending" && failOn != "pending":
 				return fmt.Errorf("--fail-on %q: newly-pending or pending", failOn)
+			case failOn == "newly-pending" && len(configs) != 2:
+				return errors.New("--fail-on newly-pending compares two configurations: give --config twice")
 			}
 			if !verbose {
 				quietKlog()
@@ -139,10 +147,10 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			}
 			last := len(sims) - 1
 			switch {
-			case failOn == "newly-pending" && r.Totals.NewlyPending > 0:
-				return fmt.Errorf("--fail-on newly-pending: %d pods placed under %s stay pending under %s", r.Totals.NewlyPending, configs[0], configs[last])
+			case failOn == "newly-pending" && r.Totals.NewlyPending+r.Totals.NewlyPreempted > 0:
+				return exitCode{3, fmt.Errorf("--fail-on newly-pending: %d pods placed under %s are pending or preempted under %s", r.Totals.NewlyPending+r.Totals.NewlyPreempted, configs[0], configs[last])}
 			case failOn == "pending" && r.Totals.Pending[last] > 0:
-				return fmt.Errorf("--fail-on pending: %d pods stay pending under %s", r.Totals.Pending[last], configs[last])
+				return exitCode{3, fmt.Errorf("--fail-on pending: %d pods stay pending under %s", r.Totals.Pending[last], configs[last])}
 			}
 			return nil
 		},
@@ -151,7 +159,7 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a KubeSchedulerConfiguration; give it twice to compare the current with a proposed one")
 	cmd.Flags().StringVar(&mode, "mode", string(offline.ModePending), "pending: place the pending pods; replace: place every pod again, in creation order")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
-	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit 1 when newly-pending (pods placed under the first config pending under the second) or pending (any pod pending under the last config)")
+	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit 3 when newly-pending (pods placed under the first config pending under the second) or pending (any pod pending under the last config)")
 	cmd.Flags().StringVar(&featureGates, "feature-gates", "", "the scheduler's --feature-gates (A=true,B=false)")
 	cmd.Flags().BoolVar(&verbose, "verbose", false, "print the scheduler's own logs")
 	return cmd
@@ -197,11 +205,20 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 				index[k] = j
 				r.Pods = append(r.Pods, simulatedPod{Namespace: o.Namespace, Name: o.Name, Outcomes: make([]simulatedOutcome, len(sims))})
 			}
-			r.Pods[j].Outcomes[i] = simulatedOutcome{Node: o.Node, Reason: o.Reason}
-			if o.Node != "" {
+			r.Pods[j].Outcomes[i] = simulatedOutcome{Node: o.Node, Reason: o.Reason, Preempted: o.Preempted}
+			switch {
+			case o.Node != "":
 				r.Totals.Placed[i]++
-			} else {
+			case !o.Preempted:
 				r.Totals.Pending[i]++
+			}
+		}
+	}
+	// A pod missing from a run had no profile in that config.
+	for _, p := range r.Pods {
+		for i := range p.Outcomes {
+			if !seenIn(sims[i], p.Namespace, p.Name) {
+				p.Outcomes[i].NotSimulated = true
 			}
 		}
 	}
@@ -212,6 +229,10 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 	for i := range r.Pods {
 		a, b := r.Pods[i].Outcomes[0], r.Pods[i].Outcomes[len(sims)-1]
 		switch {
+		case a.NotSimulated || b.NotSimulated:
+		case a.Node != "" && b.Preempted:
+			r.Pods[i].Change = "newly-preempted"
+			r.Totals.NewlyPreempted++
 		case a.Node != "" && b.Node == "":
 			r.Pods[i].Change = "newly-pending"
 			r.Totals.NewlyPending++
@@ -223,6 +244,16 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 			r.Totals.Moved++
 		}
 	}
+}
+
+// seenIn says whether sim has an outcome for the pod.
+func seenIn(sim *offline.Simulation, ns, name string) bool {
+	for _, o := range sim.Outcomes {
+		if o.Namespace == ns && o.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func appendNew(to []string, items ...string) []string {
@@ -252,12 +283,17 @@ func (r *simulateReport) printTable(w io.Writer) error {
 		fmt.Fprintf(w, "  %s: %d placed, %d pending\n", c, r.Totals.Placed[i], r.Totals.Pending[i])
 	}
 	if len(r.Configs) == 2 {
-		fmt.Fprintf(w, "  changed: %d moved, %d newly pending, %d newly placed\n", r.Totals.Moved, r.Totals.NewlyPending, r.Totals.NewlyPlaced)
+		fmt.Fprintf(w, "  changed: %d moved, %d newly pending, %d newly placed, %d newly preempted\n", r.Totals.Moved, r.Totals.NewlyPending, r.Totals.NewlyPlaced, r.Totals.NewlyPreempted)
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	node := func(o simulatedOutcome) string {
-		if o.Node == "" {
+		switch {
+		case o.NotSimulated:
+			return "<no profile>"
+		case o.Preempted:
+			return "<preempted>"
+		case o.Node == "":
 			return "<pending>"
 		}
 		return o.Node

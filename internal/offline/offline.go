@@ -28,6 +28,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 	crdfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
@@ -90,9 +91,19 @@ func NewClientsWith(kube, crds, metrics, dyn []runtime.Object) *Clients {
 	c := &Clients{
 		Kube:    kubefake.NewClientset(kube...),
 		CRD:     crdfake.NewSimpleClientset(crds...),
-		Metrics: metricsfake.NewSimpleClientset(metrics...),
+		Metrics: metricsfake.NewSimpleClientset(),
+	}
+	// NodeMetrics are served as "nodes" of metrics.k8s.io; the fake's
+	// constructor would guess "nodemetricses", which its own List never reads.
+	for _, m := range metrics {
+		_ = c.Metrics.Tracker().Create(metricsv1beta1.SchemeGroupVersion.WithResource("nodes"), m, "")
 	}
 	c.Kube.PrependReactor("create", "pods", bindThroughTracker(c))
+	// kube-apiserver filters pod lists and watches by field (the scheduler's
+	// informer leaves ended pods out, AdmissionFeedback lists Failed ones);
+	// the fake applies label selectors only.
+	c.Kube.PrependReactor("list", "pods", listPodsByField(c))
+	c.Kube.PrependWatchReactor("pods", watchPodsByField(c))
 	// Discovery serves both CRDs (the plugins check it at start-up); the
 	// dynamic client lists them (the scheduler's dynamic informers watch
 	// them for the plugins' queueing hints).
@@ -151,6 +162,7 @@ func Build(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, c *
 	informerFactory := scheduler.NewInformerFactory(c.Kube, 0, nil)
 	dynInformerFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Dynamic, 0, corev1.NamespaceAll, nil)
 	broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, c.Kube)
+	go func() { <-ctx.Done(); broadcaster.Shutdown() }()
 	outOfTree := registry.PluginsWithClients(c.CRD, c.Metrics)
 	sched, err := scheduler.New(ctx, c.Kube, informerFactory, dynInformerFactory,
 		func(name string) events.EventRecorderLogger { return broadcaster.NewRecorder(name) },

@@ -8,13 +8,18 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsscheme "k8s.io/metrics/pkg/client/clientset/versioned/scheme"
 	crdscheme "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/scheme"
 
@@ -41,6 +46,9 @@ type Outcome struct {
 	// Reason is the scheduler's PodScheduled condition message of a pod
 	// that stayed pending.
 	Reason string
+	// Preempted: the simulated scheduler deleted the pod (a preemption
+	// victim: DefaultPreemption's, ElasticQuota's reclaim).
+	Preempted bool
 }
 
 // Simulation is a simulation's result.
@@ -66,7 +74,7 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sim := &Simulation{}
-	c, places, later, err := load(snap, mode, cfg, sim)
+	c, places, bound, later, err := load(snap, mode, cfg, sim)
 	if err != nil {
 		return nil, err
 	}
@@ -78,6 +86,23 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	s.DynInformers.Start(ctx.Done())
 	s.Informers.WaitForCacheSync(ctx.Done())
 	s.DynInformers.WaitForCacheSync(ctx.Done())
+	// LoadAware's MetricsAPI source lists NodeMetrics as it starts: let that
+	// first listing be answered before the first pod is scheduled.
+	if len(metricsOf(snap)) > 0 {
+		_ = wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			for _, a := range c.Metrics.Actions() {
+				if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+	}
+	// As app.Run: every informer's handlers have seen the initial objects
+	// (nodes and bound pods in the cache, pending pods in the queue).
+	if err := s.WaitForHandlersSync(ctx); err != nil {
+		return nil, fmt.Errorf("waiting for the scheduler's event handlers: %w", err)
+	}
 	go s.Run(ctx)
 
 	settled := func() error { return waitSettled(ctx, s) }
@@ -100,6 +125,10 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 
 	for _, key := range places {
 		p, err := c.Kube.CoreV1().Pods(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			sim.Outcomes = append(sim.Outcomes, Outcome{Namespace: key.Namespace, Name: key.Name, Preempted: true})
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("reading pod %s/%s back: %w", key.Namespace, key.Name, err)
 		}
@@ -112,6 +141,12 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 			}
 		}
 		sim.Outcomes = append(sim.Outcomes, o)
+	}
+	// Pods bound in the snapshot that the simulation's preemption deleted.
+	for _, key := range bound {
+		if _, err := c.Kube.CoreV1().Pods(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			sim.Outcomes = append(sim.Outcomes, Outcome{Namespace: key.Namespace, Name: key.Name, Preempted: true})
+		}
 	}
 	sort.Slice(sim.Outcomes, func(i, j int) bool {
 		a, b := sim.Outcomes[i], sim.Outcomes[j]
@@ -133,6 +168,11 @@ func waitSettled(ctx context.Context, s *Scheduler) error {
 		for _, fw := range s.Scheduler.Profiles {
 			fw.IterateOverWaitingPods(func(fwk.WaitingPod) { busy = true })
 		}
+		// A pod in PreBind or Bind is in no queue and not waiting, but
+		// assumed in the cache until its binding is seen.
+		if !busy && len(s.Cache.Dump().AssumedPods) > 0 {
+			busy = true
+		}
 		if busy {
 			quietSince = time.Time{}
 			return false, nil
@@ -151,16 +191,21 @@ func waitAttempted(ctx context.Context, s *Scheduler, c *Clients, p *v1.Pod) err
 	pods := v1.SchemeGroupVersion.WithResource("pods")
 	return wait.PollUntilContextCancel(ctx, time.Millisecond, true, func(context.Context) (bool, error) {
 		obj, err := c.Kube.Tracker().Get(pods, p.Namespace, p.Name)
-		if err != nil {
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil // deleted: a preemption victim already
+		case err != nil:
 			return false, err
-		}
-		if obj.(*v1.Pod).Spec.NodeName != "" {
+		case obj.(*v1.Pod).Spec.NodeName != "":
 			return true, nil
 		}
 		for _, fw := range s.Scheduler.Profiles {
 			if fw.GetWaitingPod(p.UID) != nil {
 				return true, nil
 			}
+		}
+		if assumed, _ := s.Cache.IsAssumedPod(p); assumed {
+			return false, nil // in PreBind or Bind
 		}
 		q := s.SchedulingQueue
 		if _, queued := q.GetPod(p.Name, p.Namespace, p.Spec.SchedulingGroup); !queued {
@@ -170,16 +215,28 @@ func waitAttempted(ctx context.Context, s *Scheduler, c *Clients, p *v1.Pod) err
 	})
 }
 
+// metricsOf returns snap's NodeMetrics items.
+func metricsOf(snap *snapshot.File) []int {
+	var idx []int
+	for i, u := range snap.Items {
+		if u.GetKind() == "NodeMetrics" {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
 // podKey names a pod.
 type podKey struct{ Namespace, Name string }
 
 // load fills in-memory clients with snap's objects. It returns the pods
-// the simulation places and, in replace mode, the pods to create one by
-// one in creation order (unbound).
-func load(snap *snapshot.File, mode Mode, cfg *schedconfig.KubeSchedulerConfiguration, sim *Simulation) (*Clients, []podKey, []*v1.Pod, error) {
+// the simulation places, the pods bound before it (a preemption may delete
+// them) and, in replace mode, the pods to create one by one in creation
+// order (unbound).
+func load(snap *snapshot.File, mode Mode, cfg *schedconfig.KubeSchedulerConfiguration, sim *Simulation) (*Clients, []podKey, []podKey, []*v1.Pod, error) {
 	var kube, crds, metrics []runtime.Object
 	var dyn []runtime.Object
-	var places []podKey
+	var places, bound []podKey
 	var later []*v1.Pod
 	profiles := map[string]bool{}
 	for _, p := range cfg.Profiles {
@@ -191,14 +248,21 @@ func load(snap *snapshot.File, mode Mode, cfg *schedconfig.KubeSchedulerConfigur
 		case kubescheme.Scheme.Recognizes(gvk):
 			obj, err := kubescheme.Scheme.New(gvk)
 			if err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 				sim.Unmodelled = append(sim.Unmodelled, fmt.Sprintf("%s %s/%s: %v", gvk.Kind, u.GetNamespace(), u.GetName(), err))
 				continue
 			}
 			if p, ok := obj.(*v1.Pod); ok {
-				ours := profiles[p.Spec.SchedulerName] && p.DeletionTimestamp == nil && p.Status.Phase != v1.PodFailed && p.Status.Phase != v1.PodSucceeded
+				ended := p.Status.Phase == v1.PodFailed || p.Status.Phase == v1.PodSucceeded
+				// Mirror pods (static pods' mirrors) were never scheduled:
+				// they stay where their kubelet runs them.
+				_, mirror := p.Annotations[v1.MirrorPodAnnotationKey]
+				ours := profiles[p.Spec.SchedulerName] && p.DeletionTimestamp == nil && !ended && !mirror
+				if p.Spec.NodeName != "" && !ended && (mode != ModeReplace || !ours) {
+					bound = append(bound, podKey{p.Namespace, p.Name})
+				}
 				switch {
 				case mode == ModeReplace && ours:
 					unbind(p)
@@ -213,7 +277,7 @@ func load(snap *snapshot.File, mode Mode, cfg *schedconfig.KubeSchedulerConfigur
 		case crdscheme.Scheme.Recognizes(gvk):
 			obj, err := crdscheme.Scheme.New(gvk)
 			if err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 				sim.Unmodelled = append(sim.Unmodelled, fmt.Sprintf("%s %s/%s: %v", gvk.Kind, u.GetNamespace(), u.GetName(), err))
@@ -224,11 +288,16 @@ func load(snap *snapshot.File, mode Mode, cfg *schedconfig.KubeSchedulerConfigur
 		case metricsscheme.Scheme.Recognizes(gvk):
 			obj, err := metricsscheme.Scheme.New(gvk)
 			if err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 				sim.Unmodelled = append(sim.Unmodelled, fmt.Sprintf("%s %s: %v", gvk.Kind, u.GetName(), err))
 				continue
+			}
+			// As fresh now as it was when the snapshot was taken: LoadAware
+			// ignores samples older than its metricsExpiration.
+			if m, ok := obj.(*metricsv1beta1.NodeMetrics); ok && !snap.Taken.IsZero() {
+				m.Timestamp = metav1.NewTime(time.Now().Add(m.Timestamp.Sub(snap.Taken.Time)))
 			}
 			metrics = append(metrics, obj)
 		default:
@@ -239,7 +308,7 @@ func load(snap *snapshot.File, mode Mode, cfg *schedconfig.KubeSchedulerConfigur
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 	})
 	c := NewClientsWith(kube, crds, metrics, dyn)
-	return c, places, later, nil
+	return c, places, bound, later, nil
 }
 
 // unbind makes p a pod no scheduler has seen.
@@ -282,5 +351,82 @@ func bindThroughTracker(c *Clients) clienttesting.ReactionFunc {
 			p.Status.Conditions = append(p.Status.Conditions, cond)
 		}
 		return true, b, c.Kube.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace)
+	}
+}
+
+// podFields are the fields a pod list or watch may select on here, as
+// kube-apiserver computes them (pkg/registry/core/pod's
+// ToSelectableFields, which works on the internal types): the ones the
+// scheduler and Berth's plugins select on, and the common others.
+func podFields(p *v1.Pod) fields.Set {
+	return fields.Set{
+		"metadata.name":            p.Name,
+		"metadata.namespace":       p.Namespace,
+		"spec.nodeName":            p.Spec.NodeName,
+		"spec.schedulerName":       p.Spec.SchedulerName,
+		"spec.restartPolicy":       string(p.Spec.RestartPolicy),
+		"status.phase":             string(p.Status.Phase),
+		"status.nominatedNodeName": p.Status.NominatedNodeName,
+	}
+}
+
+// fieldSelector parses a list or watch's field selector; nil selects all.
+func fieldSelector(restrictions clienttesting.ListRestrictions) fields.Selector {
+	if restrictions.Fields == nil || restrictions.Fields.Empty() {
+		return nil
+	}
+	return restrictions.Fields
+}
+
+// listPodsByField answers a pod list with a field selector from the tracker,
+// filtered as kube-apiserver filters it.
+func listPodsByField(c *Clients) clienttesting.ReactionFunc {
+	return func(action clienttesting.Action) (bool, runtime.Object, error) {
+		la, ok := action.(clienttesting.ListAction)
+		if !ok {
+			return false, nil, nil
+		}
+		sel := fieldSelector(la.GetListRestrictions())
+		if sel == nil {
+			return false, nil, nil
+		}
+		obj, err := c.Kube.Tracker().List(v1.SchemeGroupVersion.WithResource("pods"), v1.SchemeGroupVersion.WithKind("Pod"), la.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		list := obj.(*v1.PodList)
+		out := &v1.PodList{ListMeta: list.ListMeta}
+		labels := la.GetListRestrictions().Labels
+		for i := range list.Items {
+			p := &list.Items[i]
+			if sel.Matches(podFields(p)) && (labels == nil || labels.Matches(k8slabels.Set(p.Labels))) {
+				out.Items = append(out.Items, *p)
+			}
+		}
+		return true, out, nil
+	}
+}
+
+// watchPodsByField answers a pod watch with a field selector with the
+// tracker's watch, filtered.
+func watchPodsByField(c *Clients) clienttesting.WatchReactionFunc {
+	return func(action clienttesting.Action) (bool, watch.Interface, error) {
+		wa, ok := action.(clienttesting.WatchAction)
+		if !ok {
+			return false, nil, nil
+		}
+		r := wa.GetWatchRestrictions()
+		sel := fieldSelector(clienttesting.ListRestrictions{Labels: r.Labels, Fields: r.Fields})
+		if sel == nil {
+			return false, nil, nil
+		}
+		w, err := c.Kube.Tracker().Watch(v1.SchemeGroupVersion.WithResource("pods"), wa.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		return true, watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			p, ok := e.Object.(*v1.Pod)
+			return e, !ok || sel.Matches(podFields(p)) && (r.Labels == nil || r.Labels.Matches(k8slabels.Set(p.Labels)))
+		}), nil
 	}
 }

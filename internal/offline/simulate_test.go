@@ -16,6 +16,8 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+
 	"github.com/berth-scheduler/berth/internal/snapshot"
 )
 
@@ -65,10 +67,32 @@ func simPod(name, tier, node string, created int) *v1.Pod {
 		Status: v1.PodStatus{Phase: v1.PodPending}}
 }
 
+const loadAwareConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: berth-sim
+  plugins:
+    multiPoint:
+      enabled:
+      - name: LoadAware
+  pluginConfig:
+  - name: LoadAware
+    args:
+      source: MetricsAPI
+      usageThresholds: {cpu: 80}
+`
+
 func simulate(t *testing.T, mode Mode, objs ...runtime.Object) *Simulation {
 	t.Helper()
+	return simulateWith(t, batchPoolConfig, mode, objs...)
+}
+
+func simulateWith(t *testing.T, config string, mode Mode, objs ...runtime.Object) *Simulation {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(path, []byte(batchPoolConfig), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := LoadConfig(klog.Background(), path)
@@ -146,5 +170,53 @@ func TestSimulateReplacePlacesEveryPodAgainInCreationOrder(t *testing.T) {
 	}
 	if o := got["batch-new"]; o.Node != "" || !strings.Contains(o.Reason, "0/2 nodes are available") {
 		t.Errorf("batch-new %+v: want it pending, with the scheduler's FailedScheduling message", o)
+	}
+}
+
+func TestSimulateLeavesEndedPodsOutOfTheNodesRoom(t *testing.T) {
+	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	// An evicted pod on the only node still names it and still has its
+	// requests; the scheduler's informer never sees it (status.phase!=Failed).
+	evicted := simPod("evicted", "web", "web-1", 0)
+	evicted.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
+	evicted.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: "Evicted"}
+	sim := simulate(t, ModePending, ns, simNode("web-1", "web", "2"), evicted, simPod("web-a", "web", "", 1))
+	if o := outcomes(sim)["web-a"]; o.Node != "web-1" {
+		t.Errorf("web-a %+v: want it on web-1, whose only other pod ended", o)
+	}
+}
+
+func TestSimulateReportsPreemptionVictims(t *testing.T) {
+	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	low := simPod("low", "web", "web-1", 0)
+	low.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
+	low.Status.Phase = v1.PodRunning
+	high := simPod("high", "web", "", 1)
+	prio := int32(1000)
+	high.Spec.Priority = &prio
+	sim := simulate(t, ModePending, ns, simNode("web-1", "web", "2"), low, high)
+	got := outcomes(sim)
+	if !got["low"].Preempted {
+		t.Errorf("low %+v: want it reported as preempted", got["low"])
+	}
+	if got["high"].Node != "web-1" {
+		t.Errorf("high %+v: want it on web-1 once low is gone", got["high"])
+	}
+}
+
+func TestSimulateFeedsLoadAwareTheSnapshotsNodeMetrics(t *testing.T) {
+	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	busy := &metricsv1beta1.NodeMetrics{TypeMeta: metav1.TypeMeta{APIVersion: "metrics.k8s.io/v1beta1", Kind: "NodeMetrics"},
+		ObjectMeta: metav1.ObjectMeta{Name: "busy"}, Timestamp: metav1.Now(), Window: metav1.Duration{Duration: 10 * time.Second},
+		Usage: v1.ResourceList{v1.ResourceCPU: resource.MustParse("7600m"), v1.ResourceMemory: resource.MustParse("1Gi")}}
+	idle := busy.DeepCopy()
+	idle.Name = "idle"
+	idle.Usage = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("1Gi")}
+	// By requests the bigger busy node wins; by usage (95 %, over the 80 %
+	// threshold) LoadAware keeps the pod off it.
+	sim := simulateWith(t, loadAwareConfig, ModePending, ns, simNode("busy", "web", "8"), simNode("idle", "web", "2"), busy, idle,
+		simPod("web-a", "web", "", 1))
+	if o := outcomes(sim)["web-a"]; o.Node != "idle" {
+		t.Errorf("web-a %+v: want it on idle (busy's sampled usage is over LoadAware's threshold)", o)
 	}
 }
