@@ -214,6 +214,20 @@ func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry b
 	writes.WithLabelValues("ok").Inc()
 	resultBytes.Observe(float64(len(b)))
 	if rec := w.fh.EventRecorder(); rec != nil {
-		rec.Eventf(it.pod, nil, v1.EventTypeNormal, ReasonExplained, "Scheduling", "%s", it.summary)
+		rec.Eventf(it.pod, nil, v1.EventTypeNormal, ReasonExplained, eventAction(it.result), "%s", it.summary)
 	}
+}
+
+// eventAction is the Explained event's action: Binding for a placement,
+// Scheduling for a pending pod, as upstream's Scheduled and
+// FailedScheduling events. They must differ: client-go's events
+// broadcaster folds an event into the series of an earlier one with the
+// same regarding object, reason and action (keeping the earlier note), so
+// with one action a placement explained within minutes of a pending
+// explanation would never be shown.
+func eventAction(r *Result) string {
+	if r.Outcome == OutcomePlaced {
+		return "Binding"
+	}
+	return "Scheduling"
 }
