@@ -677,3 +677,65 @@ func TestDryRunSimulatesPreferences(t *testing.T) {
 		t.Errorf("launcher: %v, preemption ran %d times; want once (the worker's anti-affinity is only preferred)", st, calls.Load())
 	}
 }
+
+// midCycle is a Filter plugin that, in one pod's cycle, runs during and then
+// reports whether the NodeInfo it filters changed meanwhile.
+type midCycle struct {
+	pod     string
+	during  func()
+	changed *atomic.Bool
+}
+
+func (m midCycle) Name() string { return "MidCycle" }
+func (m midCycle) Filter(_ context.Context, _ fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	if pod.Name != m.pod {
+		return nil
+	}
+	before := len(ni.GetPods())
+	m.during()
+	if len(ni.GetPods()) != before {
+		m.changed.Store(true)
+	}
+	return nil
+}
+
+// The harness, like the scheduler, must not change the snapshot a cycle
+// runs on: a waiting member rejected (its Permit timeout, as CI's loaded
+// machine had TestTimeoutReleasesTheGang's first member time out during the
+// second member's cycle) is forgotten by its binding goroutine, which the
+// scheduler does in its cache, seen by the next cycle's snapshot only. The
+// race detector caught the harness removing the pod from the NodeInfo the
+// running cycle was filtering.
+func TestARejectedMemberIsForgottenOutsideTheRunningCycle(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2)}
+	var s *sim
+	probe := midCycle{pod: "g-1", changed: &atomic.Bool{}, during: func() {
+		s.mu.Lock()
+		done := s.done["g-0"]
+		s.mu.Unlock()
+		s.f.RejectWaitingPod(pods[0].UID)
+		// Before the fix the binding goroutine forgot g-0 at once; after it,
+		// it waits for this cycle to end, so the wait runs out.
+		select {
+		case <-done:
+		case <-time.After(200 * time.Millisecond):
+		}
+	}}
+	before := []tf.RegisterPluginFunc{tf.RegisterPluginAsExtensions(probe.Name(), func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+		return probe, nil
+	}, "Filter")}
+	s = newSimWith(t, extraPlugins{before: before}, []*v1.Node{node("n1", "8")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
+	if st := s.schedule(pods[0]); !st.IsWait() {
+		t.Fatalf("g-0: %v, want Wait", st)
+	}
+	st := s.schedule(pods[1])
+	s.waitDone("g-0")
+	if probe.changed.Load() {
+		t.Errorf("the NodeInfo g-1's cycle filtered lost g-0 during the cycle (g-1: %v)", st)
+	}
+	s.f.RejectWaitingPod(pods[1].UID)
+	s.settle()
+	if b := s.boundPods(); len(b) != 0 {
+		t.Errorf("bound %v, want none", b)
+	}
+}

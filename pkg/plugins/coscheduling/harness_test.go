@@ -102,6 +102,12 @@ type sim struct {
 	pgc      *pgfake.Clientset
 	rec      *handletest.Recorder
 
+	// cycle is held by a scheduling cycle from PreFilter to Permit, and by
+	// a binding goroutine to forget its pod: the scheduler's binding
+	// goroutine forgets an assumed pod in its cache, which a running cycle
+	// does not see (it reads the snapshot taken when it began); the harness
+	// has one snapshot, so a forget waits for the cycle to end.
+	cycle  sync.Mutex
 	mu     sync.Mutex
 	bound  map[string]string // pod -> node, bound
 	failed map[string]string // pod -> last failure
@@ -248,6 +254,8 @@ func (s *sim) schedule(pod *v1.Pod) *fwk.Status {
 	if st := s.pl.PreEnqueue(ctx, pod); !st.IsSuccess() {
 		return st
 	}
+	s.cycle.Lock()
+	defer s.cycle.Unlock()
 	state := framework.NewCycleState()
 	state.Write(framework.PodsToActivateKey, &framework.PodsToActivate{Map: map[string]*v1.Pod{}})
 	nodes, err := s.snapshot.NodeInfos().List()
@@ -315,7 +323,9 @@ func (s *sim) schedule(pod *v1.Pod) *fwk.Status {
 			if holdF != nil {
 				<-holdF
 			}
+			s.cycle.Lock()
 			s.forget(assumed, chosen)
+			s.cycle.Unlock()
 			s.fail(pod, st)
 			return
 		}
