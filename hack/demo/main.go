@@ -86,15 +86,17 @@ func run(ctx context.Context, bins binaries, assets string, timeout time.Duratio
 		}
 	}()
 
-	// metrics-server first: it reports a node from its second scrape, 10s
-	// after it starts; the other scenarios run meanwhile.
-	metrics, err := startMetrics(ctx, env, bins.metricsServer)
+	// metrics-server's network namespace first: KWOK serves the nodes'
+	// kubelet endpoints on the host's address there.
+	metrics, err := prepareMetrics(ctx, env, bins.metricsServer)
 	if err != nil {
 		return err
 	}
+	kwokIP := "127.0.0.1"
 	if metrics == nil {
 		demoPods = withoutScenario(demoPods, metricsScenario)
 	} else {
+		kwokIP = metrics.Netns.HostIP
 		defer func() {
 			step("stopping metrics-server and removing its network namespace %s", metrics.Netns.Name)
 			metrics.Close()
@@ -102,9 +104,10 @@ func run(ctx context.Context, bins binaries, assets string, timeout time.Duratio
 	}
 
 	// The real ReplicaSet controller and KWOK's kubelets for the
-	// AdmissionFeedback scenario (internal/sandbox, as the suites run them).
+	// AdmissionFeedback and metrics scenarios (internal/sandbox, as the
+	// suites run them).
 	step("starting kube-controller-manager (ServiceAccount and ReplicaSet controllers) and KWOK (simulated kubelets)")
-	cm, kwok, err := sandbox.StartRefusalSubstrate(ctx, env, assets, bins.kwok, bins.kwokCRDs)
+	cm, kwok, err := sandbox.StartRefusalSubstrate(ctx, env, assets, bins.kwok, bins.kwokCRDs, kwokIP)
 	if err != nil {
 		return err
 	}
@@ -113,6 +116,13 @@ func run(ctx context.Context, bins binaries, assets string, timeout time.Duratio
 		kwok.Stop()
 		cm.Stop()
 	}()
+	// metrics-server now: it reports a node from its second scrape, 10s
+	// after it starts; the other scenarios run meanwhile.
+	if metrics != nil {
+		if err := startMetrics(ctx, metrics, kwok); err != nil {
+			return err
+		}
+	}
 
 	cfgPath := filepath.Join(env.Dir, "scheduler-config.yaml")
 	if err := os.WriteFile(cfgPath, schedulerConfig, 0o600); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -9,7 +10,7 @@ import (
 )
 
 // LoadAware's MetricsAPI scenario, the path production runs: each node's
-// kubelet endpoint reports its usage, the real metrics-server scrapes it,
+// kubelet (KWOK's) reports its pods' usage, the real metrics-server scrapes it,
 // kube-apiserver's aggregation layer serves it as metrics.k8s.io, and the
 // scheduler lists NodeMetrics with its own kubeconfig. metrics-server runs
 // in a network namespace of its own (the aggregator cannot reach an
@@ -23,7 +24,8 @@ var (
 	metricsToleration = []v1.Toleration{{Key: "berth.io/demo", Operator: v1.TolerationOpExists}}
 )
 
-// metricsNodes and what their kubelets report in use.
+// metricsNodes and what their kubelets report in use (a pod on each that
+// requests nothing and burns that much).
 var metricsNodes = []struct {
 	spec        sandbox.NodeSpec
 	cpu, memory string
@@ -48,36 +50,42 @@ var metricsPods = []demoPod{
 		why: "only hot-1 has 3.5 CPU unrequested, and its measured usage is over the 80% threshold"},
 }
 
-// startMetrics prepares metrics-server, creates the scenario's nodes with
-// their kubelet endpoints, and starts it. It returns nil (and the scenario
-// is dropped) if this machine cannot run it.
-func startMetrics(ctx context.Context, env *sandbox.ControlPlane, bin string) (*sandbox.MetricsServer, error) {
+// prepareMetrics prepares metrics-server (its network namespace and its
+// registration with the aggregation layer) without starting it: KWOK serves
+// the nodes' kubelet endpoints on its Netns.HostIP. It returns nil (and the
+// scenario is dropped) if this machine cannot run it.
+func prepareMetrics(ctx context.Context, env *sandbox.ControlPlane, bin string) (*sandbox.MetricsServer, error) {
 	if err := sandbox.CanCreateNetns(); err != nil {
 		step("skipping LoadAware's MetricsAPI scenario: metrics-server needs a network namespace of its own (%v); the annotation scenario still runs", err)
 		return nil, nil
 	}
-	step("starting metrics-server %s in a network namespace, registered as APIService v1beta1.metrics.k8s.io", bin)
-	m, err := sandbox.NewMetricsServer(ctx, env, bin)
-	if err != nil {
-		return nil, err
-	}
+	step("preparing metrics-server %s in a network namespace, registered as APIService v1beta1.metrics.k8s.io", bin)
+	return sandbox.NewMetricsServer(ctx, env, bin)
+}
+
+// startMetrics creates the scenario's nodes as KWOK nodes, each with a pod
+// that requests nothing and burns what the node reports in use, and starts
+// metrics-server, which scrapes KWOK's kubelet endpoints.
+func startMetrics(ctx context.Context, m *sandbox.MetricsServer, kwok *sandbox.KWOK) error {
+	var names []string
 	for _, n := range metricsNodes {
-		if _, err := sandbox.CreateNode(ctx, env.Client, n.spec); err != nil {
-			m.Close()
-			return nil, err
+		if _, err := kwok.CreateNode(ctx, n.spec); err != nil {
+			return err
 		}
-		if err := m.Kubelets.Serve(ctx, env.Client, n.spec.Name, n.cpu, n.memory); err != nil {
-			m.Close()
-			return nil, err
+		if err := kwok.SetUsage(ctx, n.spec.Name, n.cpu, n.memory); err != nil {
+			return err
 		}
+		names = append(names, n.spec.Name)
+	}
+	if err := kwok.WaitReady(ctx, time.Minute, names...); err != nil {
+		return err
 	}
 	if err := m.Start(ctx); err != nil {
-		m.Close()
-		return nil, err
+		return err
 	}
-	step("metrics-server serving at %s (network namespace %s) behind the API server; the kubelet endpoints of %s and %s at %s",
-		m.Endpoint(), m.Netns.Name, metricsNodes[0].spec.Name, metricsNodes[1].spec.Name, m.Netns.HostIP)
-	return m, nil
+	step("metrics-server serving at %s (network namespace %s) behind the API server, scraping the kubelet endpoints KWOK serves for %s and %s at %s",
+		m.Endpoint(), m.Netns.Name, metricsNodes[0].spec.Name, metricsNodes[1].spec.Name, kwok.Endpoint())
+	return nil
 }
 
 // withoutScenario drops a scenario's pods.

@@ -80,8 +80,18 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	// metrics-server's network namespace before KWOK, which serves its
+	// nodes' kubelet endpoints (resource metrics) on the host's address
+	// there; metrics-server starts once the nodes are Ready.
+	kwokIP := "127.0.0.1"
+	if o.metricsServer != "" && sandbox.CanCreateNetns() == nil {
+		if cl.ms, err = sandbox.NewMetricsServer(ctx, cp, o.metricsServer); err != nil {
+			return nil, err
+		}
+		kwokIP = cl.ms.Netns.HostIP
+	}
 	logf("KWOK")
-	if cl.kwok, err = sandbox.StartKWOK(ctx, cp, o.kwok, o.kwokCRDs); err != nil {
+	if cl.kwok, err = sandbox.StartKWOK(ctx, cp, o.kwok, o.kwokCRDs, kwokIP); err != nil {
 		return nil, err
 	}
 	var names []string
@@ -101,9 +111,9 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		return nil, err
 	}
 	logf("%d nodes Ready", len(names))
-	if o.metricsServer != "" && sandbox.CanCreateNetns() == nil {
-		logf("metrics-server")
-		if cl.ms, err = sandbox.StartMetricsServer(ctx, cp, o.metricsServer); err != nil {
+	if cl.ms != nil {
+		logf("metrics-server, scraping KWOK's kubelet endpoints at %s", cl.kwok.Endpoint())
+		if err := cl.ms.Start(ctx); err != nil {
 			return nil, err
 		}
 	}

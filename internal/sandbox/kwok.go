@@ -3,20 +3,25 @@ package sandbox
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -63,6 +68,20 @@ options:
 //go:embed kwok-stages.yaml
 var kwokStages []byte
 
+//go:embed kwok-metrics.yaml
+var kwokMetrics []byte
+
+// The kubelet's resource metrics of KWOK's nodes (kwok-metrics.yaml): where
+// metrics-server finds a node's, and the pod annotations that set a pod's
+// usage (KWOK's documented names).
+const (
+	resourceMetricsPathAnnotation = "metrics.k8s.io/resource-metrics-path"
+	UsageCPUAnnotation            = "kwok.x-k8s.io/usage-cpu"
+	UsageMemoryAnnotation         = "kwok.x-k8s.io/usage-memory"
+	// usageNamespace holds the pods KWOK.SetUsage binds.
+	usageNamespace = metav1.NamespaceSystem
+)
+
 // refusingNodeLabel names the node a refusal Stage is for.
 const refusingNodeLabel = "sandbox.berth.dev/refusing-node"
 
@@ -72,31 +91,52 @@ var stageGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1a
 // envtest-bin from its own module) with the Stages of kwok-stages.yaml:
 // nodes Ready with Lease heartbeats, pods that start, complete (Jobs),
 // crash on request and finish graceful deletions, and, per node on
-// request, admission refusals and NotReady.
+// request, admission refusals and NotReady; and with the Metric of
+// kwok-metrics.yaml, each node's resource metrics endpoint, which the real
+// metrics-server scrapes.
 type KWOK struct {
 	*Process
 	cp      *ControlPlane
 	dyn     dynamic.Interface
 	logPath string
+	// endpoint is where KWOK serves the nodes' kubelet endpoints
+	// (host:port), published in each node's status.
+	endpoint string
 }
 
 // StartKWOK installs KWOK's CRDs from crdDir (make envtest-bin copies them
-// from KWOK's module), creates the sandbox's Stages and runs bin against cp.
-func StartKWOK(ctx context.Context, cp *ControlPlane, bin, crdDir string) (*KWOK, error) {
+// from KWOK's module), creates the sandbox's Stages, Metric and
+// ClusterResourceUsage and runs bin against cp. KWOK serves its nodes'
+// kubelet endpoints (the resource metrics among them) on ip, which every
+// KWOK node publishes as its InternalIP: give a MetricsServer's
+// Netns.HostIP, the address metrics-server reaches the host at; without a
+// metrics-server, "127.0.0.1".
+func StartKWOK(ctx context.Context, cp *ControlPlane, bin, crdDir, ip string) (*KWOK, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("kwok binary: %w (make envtest-bin builds it)", err)
 	}
-	if _, err := envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(crdDir, "kwok.x-k8s.io_stages.yaml")}, ErrorIfPathMissing: true,
-	}); err != nil {
-		return nil, fmt.Errorf("installing KWOK's Stage CRD from %s: %w (make envtest-bin copies it)", crdDir, err)
+	var crds []string
+	for _, kind := range []string{"stages", "metrics", "clusterresourceusages"} {
+		crds = append(crds, filepath.Join(crdDir, "kwok.x-k8s.io_"+kind+".yaml"))
 	}
-	stages, err := DecodeObjects(kwokStages)
+	if _, err := envtest.InstallCRDs(cp.Config, envtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true}); err != nil {
+		return nil, fmt.Errorf("installing KWOK's CRDs from %s: %w (make envtest-bin copies them)", crdDir, err)
+	}
+	for _, o := range []struct {
+		file string
+		raw  []byte
+	}{{"kwok-stages.yaml", kwokStages}, {"kwok-metrics.yaml", kwokMetrics}} {
+		objs, err := DecodeObjects(o.raw)
+		if err != nil {
+			return nil, fmt.Errorf("decoding %s: %w", o.file, err)
+		}
+		if err := cp.Apply(ctx, objs, false); err != nil {
+			return nil, fmt.Errorf("creating the objects of %s: %w", o.file, err)
+		}
+	}
+	port, err := freePort(ip)
 	if err != nil {
-		return nil, fmt.Errorf("decoding kwok-stages.yaml: %w", err)
-	}
-	if err := cp.Apply(ctx, stages, false); err != nil {
-		return nil, fmt.Errorf("creating KWOK's stages: %w", err)
+		return nil, fmt.Errorf("a port for KWOK's kubelet endpoints on %s: %w", ip, err)
 	}
 	dyn, err := dynamic.NewForConfig(cp.Config)
 	if err != nil {
@@ -110,10 +150,15 @@ func StartKWOK(ctx context.Context, cp *ControlPlane, bin, crdDir string) (*KWOK
 	p, err := StartProcess(bin, []string{
 		"--kubeconfig=" + cp.Kubeconfig,
 		"--manage-nodes-with-annotation-selector=" + KWOKNodeAnnotation + "=" + kwokNodeValue,
-		"--enable-crds=Stage",
+		"--enable-crds=Stage,Metric,ClusterResourceUsage",
 		// Room for the pods of a thousand nodes (the default is a /24).
 		"--cidr=10.64.0.0/10",
-		"--node-ip=10.0.0.1",
+		// Every node's kubelet endpoint: KWOK serves them all on one
+		// port (HTTPS with a self-signed certificate, as kubelets serve;
+		// metrics-server runs with --kubelet-insecure-tls).
+		"--node-ip=" + ip,
+		"--node-port=" + strconv.Itoa(port),
+		"--server-address=" + net.JoinHostPort(ip, strconv.Itoa(port)),
 		"--node-lease-duration-seconds=40",
 		// Not ~/.kwok/kwok.yaml: every stage is a Stage object.
 		"--config=" + conf,
@@ -121,7 +166,77 @@ func StartKWOK(ctx context.Context, cp *ControlPlane, bin, crdDir string) (*KWOK
 	if err != nil {
 		return nil, err
 	}
-	return &KWOK{Process: p, cp: cp, dyn: dyn, logPath: logPath}, nil
+	return &KWOK{Process: p, cp: cp, dyn: dyn, logPath: logPath, endpoint: net.JoinHostPort(ip, strconv.Itoa(port))}, nil
+}
+
+// freePort is a TCP port free on ip now.
+func freePort(ip string) (int, error) {
+	lis, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer lis.Close()
+	return lis.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Endpoint is where KWOK serves its nodes' kubelet endpoints (host:port).
+func (k *KWOK) Endpoint() string { return k.endpoint }
+
+// usagePodName is the name of the pod SetUsage binds to node.
+func usagePodName(node string) string { return "node-usage-" + node }
+
+// SetUsage makes node's kubelet report cpu and memory (quantities, e.g.
+// "1500m", "2Gi") in use from its next scrape on, on top of what its other
+// pods use: a pod in kube-system bound to node (requesting nothing,
+// tolerating every taint), whose container uses that much
+// (UsageCPUAnnotation, UsageMemoryAnnotation), is created or updated. A
+// node's usage is its pods' sum, as a kubelet reports it: this one is what
+// a pod that requests little but burns a lot does to a node.
+// metrics-server computes CPU from two scrapes, so a node shows the new
+// usage in the metrics API from its second scrape after the change.
+func (k *KWOK) SetUsage(ctx context.Context, node, cpu, memory string) error {
+	for _, q := range []string{cpu, memory} {
+		if _, err := resource.ParseQuantity(q); err != nil {
+			return fmt.Errorf("usage of node %s: %w", node, err)
+		}
+	}
+	pods := k.cp.Client.CoreV1().Pods(usageNamespace)
+	ann := map[string]string{UsageCPUAnnotation: cpu, UsageMemoryAnnotation: memory}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": ann}})
+	if err != nil {
+		return err
+	}
+	_, err = pods.Patch(ctx, usagePodName(node), types.MergePatchType, patch, metav1.PatchOptions{})
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: usagePodName(node), Namespace: usageNamespace, Annotations: ann,
+			Labels: map[string]string{"app.kubernetes.io/name": "sandbox-node-usage"}},
+		Spec: v1.PodSpec{
+			NodeName:                      node,
+			Containers:                    []v1.Container{{Name: "usage", Image: "sandbox.berth.dev/usage"}},
+			Tolerations:                   []v1.Toleration{{Operator: v1.TolerationOpExists}},
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+		},
+	}
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("binding the usage pod of node %s: %w", node, err)
+	}
+	return nil
+}
+
+// DeleteNode deletes node and the pod SetUsage bound to it (no pod garbage
+// collector runs in the suites).
+func (k *KWOK) DeleteNode(ctx context.Context, node string) error {
+	err := k.cp.Client.CoreV1().Pods(usageNamespace).Delete(ctx, usagePodName(node), *metav1.NewDeleteOptions(0))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the usage pod of node %s: %w", node, err)
+	}
+	if err := k.cp.Client.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+		return fmt.Errorf("deleting node %s: %w", node, err)
+	}
+	return nil
 }
 
 // LogPath is KWOK's log.
@@ -136,7 +251,8 @@ func kwokNode(s NodeSpec) *v1.Node {
 	for key, v := range s.Labels {
 		lbls[key] = v
 	}
-	ann := map[string]string{KWOKNodeAnnotation: kwokNodeValue}
+	ann := map[string]string{KWOKNodeAnnotation: kwokNodeValue,
+		resourceMetricsPathAnnotation: "/metrics/nodes/" + s.Name + "/metrics/resource"}
 	for key, v := range s.Annotations {
 		ann[key] = v
 	}

@@ -26,13 +26,13 @@ const metricsServerPort = 4443
 // metrics-server (built by make envtest-bin from its own module) in a
 // network namespace of its own, registered with kube-apiserver's
 // aggregation layer by its APIService v1beta1.metrics.k8s.io, Service and
-// EndpointSlice as in a cluster, scraping the Kubelets' endpoints. A client
-// of metrics.k8s.io — the scheduler with its own kubeconfig — goes through
-// the API server: kube-apiserver → aggregator → metrics-server → kubelets.
+// EndpointSlice as in a cluster, scraping the kubelet endpoints KWOK serves
+// for its nodes (StartKWOK on Netns.HostIP). A client of metrics.k8s.io —
+// the scheduler with its own kubeconfig — goes through the API server:
+// kube-apiserver → aggregator → metrics-server → KWOK's kubelets.
 type MetricsServer struct {
-	// Kubelets are the nodes' resource metrics endpoints it scrapes.
-	Kubelets *Kubelets
-	// Netns holds metrics-server's address.
+	// Netns holds metrics-server's address; its HostIP is the host's,
+	// where metrics-server reaches KWOK.
 	Netns *Netns
 
 	cp         *ControlPlane
@@ -63,8 +63,9 @@ func StartMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (*Met
 
 // NewMetricsServer prepares metrics-server for cp — its network namespace,
 // its kubeconfig, its registration with the aggregation layer — without
-// starting it: Kubelets can serve nodes first, which metrics-server then
-// reports from its second scrape (10s after Start) instead of its third.
+// starting it: KWOK can serve nodes on Netns.HostIP first, which
+// metrics-server then reports from its second scrape (10s after Start)
+// instead of its third.
 func NewMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (_ *MetricsServer, err error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("metrics-server binary: %w (make envtest-bin builds it)", err)
@@ -73,7 +74,7 @@ func NewMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (_ *Met
 	if err != nil {
 		return nil, err
 	}
-	m := &MetricsServer{Netns: ns, Kubelets: NewKubelets(ns.HostIP), cp: cp, bin: bin}
+	m := &MetricsServer{Netns: ns, cp: cp, bin: bin}
 	defer func() {
 		if err != nil {
 			m.Close()
@@ -198,11 +199,10 @@ func (m *MetricsServer) Stop() {
 	}
 }
 
-// Close stops metrics-server and the kubelet endpoints and removes the
-// network namespace. The registration objects stay with the control plane.
+// Close stops metrics-server and removes the network namespace. The
+// registration objects stay with the control plane.
 func (m *MetricsServer) Close() {
 	m.Stop()
-	m.Kubelets.Close()
 	if m.apiLis != nil {
 		_ = m.apiLis.Close()
 	}

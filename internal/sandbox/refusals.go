@@ -35,14 +35,15 @@ const (
 // beside cp: kube-controller-manager (assets holds it) with only the
 // ServiceAccount and ReplicaSet controllers (no garbage collector: suites
 // create pods naming owners that do not exist; no node lifecycle controller:
-// hand-made nodes have no heartbeat), and KWOK (kwokBin, kwokCRDs).
-func StartRefusalSubstrate(ctx context.Context, cp *ControlPlane, assets, kwokBin, kwokCRDs string) (*ControllerManager, *KWOK, error) {
+// hand-made nodes have no heartbeat), and KWOK (kwokBin, kwokCRDs) serving
+// its nodes' kubelet endpoints on kwokIP (see StartKWOK).
+func StartRefusalSubstrate(ctx context.Context, cp *ControlPlane, assets, kwokBin, kwokCRDs, kwokIP string) (*ControllerManager, *KWOK, error) {
 	cm, err := StartControllerManager(ctx, cp, filepath.Join(assets, "kube-controller-manager"),
 		ControllerManagerOptions{Controllers: []string{"serviceaccount", "serviceaccount-token", "replicaset"}})
 	if err != nil {
 		return nil, nil, err
 	}
-	k, err := StartKWOK(ctx, cp, kwokBin, kwokCRDs)
+	k, err := StartKWOK(ctx, cp, kwokBin, kwokCRDs, kwokIP)
 	if err != nil {
 		cm.Stop()
 		return nil, nil, err

@@ -89,14 +89,16 @@ var _ = Describe("LoadAware", Serial, func() {
 	Context("with the MetricsAPI source: the real metrics-server through kube-apiserver's aggregation layer", func() {
 		It("avoids a node metrics-server reports as hot, fails open while metrics-server is down, and avoids the node again once it is back", func(ctx SpecContext) {
 			ns := newNamespace(ctx, "la-metrics")
-			createNodes(ctx,
+			createKWOKNodes(ctx,
 				sandbox.NodeSpec{Name: "la-m-hot", CPU: "16", Memory: "32Gi"},
 				sandbox.NodeSpec{Name: "la-m-cool", CPU: "4", Memory: "8Gi"},
 			)
-			// The nodes' kubelets report their usage; metrics-server scrapes
-			// them every 10s and serves a node from its second scrape on.
-			Expect(metricsServer.Kubelets.Serve(ctx, env.Client, "la-m-hot", "15", "2Gi")).To(Succeed())
-			Expect(metricsServer.Kubelets.Serve(ctx, env.Client, "la-m-cool", "200m", "1Gi")).To(Succeed())
+			// KWOK's kubelets report their pods' usage: a pod on each that
+			// requests nothing and burns 15 CPU on the hot node, 200m on the
+			// cool one. metrics-server scrapes them every 10s and serves a
+			// node from its second scrape on.
+			Expect(kwok.SetUsage(ctx, "la-m-hot", "15", "2Gi")).To(Succeed())
+			Expect(kwok.SetUsage(ctx, "la-m-cool", "200m", "1Gi")).To(Succeed())
 			waitForMetrics(ctx, "la-m-hot", 14)
 			waitForMetrics(ctx, "la-m-cool", 0)
 

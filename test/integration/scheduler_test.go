@@ -2,6 +2,7 @@ package integration
 
 import (
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -33,6 +34,24 @@ func createNodes(ctx SpecContext, specs ...sandbox.NodeSpec) {
 			Expect(env.Client.CoreV1().Nodes().Delete(ctx, s.Name, metav1.DeleteOptions{})).To(Succeed())
 		})
 	}
+}
+
+// createKWOKNodes creates nodes KWOK plays the kubelet of (their pods run,
+// their kubelet endpoint serves resource metrics to metrics-server), waits
+// until they are Ready and deletes them (and their usage pods) when the
+// spec ends.
+func createKWOKNodes(ctx SpecContext, specs ...sandbox.NodeSpec) {
+	GinkgoHelper()
+	var names []string
+	for _, s := range specs {
+		_, err := kwok.CreateNode(ctx, s)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(kwok.DeleteNode(ctx, s.Name)).To(Succeed())
+		})
+		names = append(names, s.Name)
+	}
+	Expect(kwok.WaitReady(ctx, time.Minute, names...)).To(Succeed())
 }
 
 var _ = Describe("Berth's scheduler", Serial, func() {

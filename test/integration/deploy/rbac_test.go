@@ -98,8 +98,8 @@ func podGroupPhase(ctx SpecContext, name string) func() (schedv1alpha1.PodGroupP
 	}
 }
 
-// hotNode is tainted for loadAwareProbe's pods only; its kubelet reports
-// 7900m of its 8 CPU in use.
+// hotNode is tainted for loadAwareProbe's pods only; its kubelet (KWOK's)
+// reports 7900m of its 8 CPU in use.
 const hotNode = "metrics-hot"
 
 var hotTaint = v1.Taint{Key: "berth.io/test", Value: "metrics-hot", Effect: v1.TaintEffectNoSchedule}
@@ -110,13 +110,14 @@ var hotTaint = v1.Taint{Key: "berth.io/test", Value: "metrics-hot", Effect: v1.T
 // scheduler started afterwards lists them in its first refresh.
 func createHotNode(ctx SpecContext) {
 	GinkgoHelper()
-	_, err := sandbox.CreateNode(ctx, env.Client, sandbox.NodeSpec{Name: hotNode, CPU: "8", Memory: "16Gi", Taints: []v1.Taint{hotTaint}})
+	_, err := kwok.CreateNode(ctx, sandbox.NodeSpec{Name: hotNode, CPU: "8", Memory: "16Gi", Taints: []v1.Taint{hotTaint}})
 	Expect(err).NotTo(HaveOccurred())
 	// Other specs share this control plane: leave no node behind.
 	DeferCleanup(func(ctx SpecContext) {
-		Expect(env.Client.CoreV1().Nodes().Delete(ctx, hotNode, metav1.DeleteOptions{})).To(Succeed())
+		Expect(kwok.DeleteNode(ctx, hotNode)).To(Succeed())
 	})
-	Expect(metricsServer.Kubelets.Serve(ctx, env.Client, hotNode, "7900m", "2Gi")).To(Succeed())
+	Expect(kwok.WaitReady(ctx, time.Minute, hotNode)).To(Succeed())
+	Expect(kwok.SetUsage(ctx, hotNode, "7900m", "2Gi")).To(Succeed())
 	Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, hotNode) }, "45s", "500ms").
 		Should(BeNumerically(">", 7), "metrics-server log: %s", metricsServer.LogPath())
 }
