@@ -23,6 +23,7 @@ import (
 type simulateReport struct {
 	Snapshot   string         `json:"snapshot"`
 	Mode       offline.Mode   `json:"mode"`
+	Drained    []string       `json:"drained,omitempty"`
 	Configs    []string       `json:"configs"`
 	Totals     simulateTotals `json:"totals"`
 	Pods       []simulatedPod `json:"pods"`
@@ -62,18 +63,20 @@ type simulatedOutcome struct {
 
 func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	var snapPath, output, failOn, featureGates string
-	var configs []string
+	var configs, drain []string
 	var mode string
 	var verbose bool
 	cmd := &cobra.Command{
-		Use:   "simulate --snapshot FILE --config CURRENT.yaml [--config PROPOSED.yaml]",
+		Use:   "simulate --snapshot FILE --config CURRENT.yaml [--config PROPOSED.yaml] [--mode pending|replace|drain --nodes NODE,...]",
 		Short: "Replay a snapshot through Berth's scheduler under a configuration (or two, and see what differs), offline",
 		Long: "Runs Berth's scheduler — upstream's framework and Berth's plugins, built from the configuration as the\n" +
 			"scheduler's start-up builds it (see validate) — on the objects of a snapshot (kubectl berth snapshot), with\n" +
 			"no cluster: bindings go to an in-memory API, nothing is written anywhere but the output.\n\n" +
 			"--mode pending places the snapshot's pending pods of the configuration's profiles; --mode replace unbinds\n" +
 			"every such pod and places them all again, one at a time in creation order (what the cluster would look\n" +
-			"like under this configuration). With two configurations both run on the same snapshot and the pods whose\n" +
+			"like under this configuration); --mode drain --nodes A,B drains those nodes as kubectl drain does (cordoned,\n" +
+			"their pods evicted but DaemonSets' and mirror pods) and places the evicted pods again, one at a time in\n" +
+			"creation order, as their controllers' replacements would be. With two configurations both run on the same snapshot and the pods whose\n" +
 			"outcome differs are listed: moved to another node, newly pending, newly placed.\n\n" +
 			"What differs by construction from the live scheduler: time (backoffs, Coscheduling's timeouts: the\n" +
 			"simulation ends when the scheduler has nothing left to try, without waiting for the queue's periodic\n" +
@@ -82,7 +85,8 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			"change yet: a pod that moved between two equally good nodes is reported as moved.",
 		Example: "  kubectl berth snapshot cluster.json.gz\n" +
 			"  kubectl berth simulate --snapshot cluster.json.gz --config current.yaml --config proposed.yaml\n" +
-			"  kubectl berth simulate --snapshot cluster.json.gz --config proposed.yaml --mode replace -o json --fail-on newly-pending",
+			"  kubectl berth simulate --snapshot cluster.json.gz --config proposed.yaml --mode replace -o json --fail-on pending\n" +
+			"  kubectl berth simulate --snapshot cluster.json.gz --config current.yaml --mode drain --nodes node-7,node-8 --fail-on pending",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
@@ -90,8 +94,12 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				return errors.New("--snapshot: give the file kubectl berth snapshot wrote")
 			case len(configs) == 0 || len(configs) > 2:
 				return errors.New("--config: give one configuration, or two to compare")
-			case mode != string(offline.ModePending) && mode != string(offline.ModeReplace):
-				return fmt.Errorf("--mode %q: pending or replace", mode)
+			case mode != string(offline.ModePending) && mode != string(offline.ModeReplace) && mode != string(offline.ModeDrain):
+				return fmt.Errorf("--mode %q: pending, replace or drain", mode)
+			case mode == string(offline.ModeDrain) && len(drain) == 0:
+				return errors.New("--mode drain: give the nodes to drain with --nodes")
+			case mode != string(offline.ModeDrain) && len(drain) > 0:
+				return errors.New("--nodes: only --mode drain drains nodes")
 			case output != "table" && output != "json":
 				return fmt.Errorf("-o %q: table or json", output)
 			case failOn != "" && failOn != "newly-pending" && failOn != "pending":
@@ -120,7 +128,7 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 			}
-			r := &simulateReport{Snapshot: snapPath, Mode: offline.Mode(mode), Configs: configs}
+			r := &simulateReport{Snapshot: snapPath, Mode: offline.Mode(mode), Drained: drain, Configs: configs}
 			if w := versionSkew(snap); w != "" {
 				r.Warnings = append(r.Warnings, w)
 			}
@@ -129,7 +137,7 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			}
 			var sims []*offline.Simulation
 			for i, cfg := range cfgs {
-				sim, err := offline.Simulate(cmd.Context(), cfg, snap, offline.Mode(mode))
+				sim, err := offline.Simulate(cmd.Context(), cfg, snap, offline.Plan{Mode: offline.Mode(mode), Drain: drain})
 				if err != nil {
 					return fmt.Errorf("%s: %w", configs[i], err)
 				}
@@ -157,7 +165,8 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&snapPath, "snapshot", "", "the snapshot file (kubectl berth snapshot)")
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a KubeSchedulerConfiguration; give it twice to compare the current with a proposed one")
-	cmd.Flags().StringVar(&mode, "mode", string(offline.ModePending), "pending: place the pending pods; replace: place every pod again, in creation order")
+	cmd.Flags().StringVar(&mode, "mode", string(offline.ModePending), "pending: place the pending pods; replace: place every pod again, in creation order; drain: cordon --nodes and place their evicted pods again")
+	cmd.Flags().StringSliceVar(&drain, "nodes", nil, "the nodes --mode drain drains (comma-separated, or the flag repeated)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit 3 when newly-pending (pods placed under the first config pending under the second) or pending (any pod pending under the last config)")
 	cmd.Flags().StringVar(&featureGates, "feature-gates", "", "the scheduler's --feature-gates (A=true,B=false)")
@@ -278,7 +287,11 @@ func (r *simulateReport) printTable(w io.Writer) error {
 	for _, u := range r.Unmodelled {
 		fmt.Fprintf(w, "not modelled: %s\n", u)
 	}
-	fmt.Fprintf(w, "%d pods simulated (%s mode)\n", r.Totals.Pods, r.Mode)
+	if len(r.Drained) > 0 {
+		fmt.Fprintf(w, "%d pods simulated (%s mode: %s cordoned, their pods evicted and placed again)\n", r.Totals.Pods, r.Mode, strings.Join(r.Drained, ", "))
+	} else {
+		fmt.Fprintf(w, "%d pods simulated (%s mode)\n", r.Totals.Pods, r.Mode)
+	}
 	for i, c := range r.Configs {
 		fmt.Fprintf(w, "  %s: %d placed, %d pending\n", c, r.Totals.Placed[i], r.Totals.Pending[i])
 	}

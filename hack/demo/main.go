@@ -229,6 +229,10 @@ func run(ctx context.Context, bins binaries, assets string, timeout time.Duratio
 		}
 	}
 
+	if err := runWhatIf(ctx, bins.kubectlBerth, env.Kubeconfig, env.Dir); err != nil {
+		return err
+	}
+
 	if os.Getenv("DEMO_KEEP") == "1" {
 		step("DEMO_KEEP=1: the cluster keeps running until Ctrl-C")
 		fmt.Printf("    kubeconfig: %s\n    scheduler log: %s\n", env.Kubeconfig, logPath)

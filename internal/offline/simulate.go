@@ -2,9 +2,11 @@ package offline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -35,7 +37,52 @@ const (
 	// ModeReplace unbinds every pod and places them all again, one at a
 	// time in creation order.
 	ModeReplace Mode = "replace"
+	// ModeDrain drains Plan.Drain's nodes as kubectl drain does: it cordons
+	// them and evicts their pods (DaemonSet and mirror pods stay), whose
+	// controllers' replacements it places one at a time in creation order.
+	ModeDrain Mode = "drain"
 )
+
+// Plan says what a simulation does.
+type Plan struct {
+	Mode Mode
+	// Drain names the nodes ModeDrain drains (every one must be in the
+	// snapshot); empty in the other modes.
+	Drain []string
+}
+
+// check says what is wrong with p for snap, if anything.
+func (p Plan) check(snap *snapshot.File) error {
+	switch p.Mode {
+	case ModePending, ModeReplace:
+		if len(p.Drain) > 0 {
+			return fmt.Errorf("nodes to drain given in %s mode: only drain mode drains nodes", p.Mode)
+		}
+		return nil
+	case ModeDrain:
+	default:
+		return fmt.Errorf("mode %q: pending, replace or drain", p.Mode)
+	}
+	if len(p.Drain) == 0 {
+		return errors.New("drain mode needs the nodes to drain")
+	}
+	known := map[string]bool{}
+	for _, u := range snap.Items {
+		if u.GetKind() == "Node" && u.GroupVersionKind().Group == "" {
+			known[u.GetName()] = true
+		}
+	}
+	var missing []string
+	for _, n := range p.Drain {
+		if !known[n] {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("nodes to drain not in the snapshot: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}
 
 // Outcome is what the simulated scheduler did with one pod.
 type Outcome struct {
@@ -64,17 +111,20 @@ type Simulation struct {
 const settle = 300 * time.Millisecond
 
 // Simulate runs Berth's scheduler, built from cfg as Build builds it, on the
-// objects of snap and returns where it placed the pods mode says. The
+// objects of snap and returns where it placed the pods plan says. The
 // scheduler runs for real — its queue, its cache, every plugin at every
 // extension point, bindings through the (in-memory) API — so the result is
 // the scheduler's, up to what differs by construction: time (timeouts,
 // backoffs, LoadAware's samples as of the snapshot), and the order in which
 // pods that are pending together reach the queue.
-func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, snap *snapshot.File, mode Mode) (*Simulation, error) {
+func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, snap *snapshot.File, plan Plan) (*Simulation, error) {
+	if err := plan.check(snap); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sim := &Simulation{}
-	c, places, bound, later, err := load(snap, mode, cfg, sim)
+	c, places, bound, later, err := load(snap, plan, cfg, sim)
 	if err != nil {
 		return nil, err
 	}
@@ -231,9 +281,14 @@ type podKey struct{ Namespace, Name string }
 
 // load fills in-memory clients with snap's objects. It returns the pods
 // the simulation places, the pods bound before it (a preemption may delete
-// them) and, in replace mode, the pods to create one by one in creation
-// order (unbound).
-func load(snap *snapshot.File, mode Mode, cfg *schedconfig.KubeSchedulerConfiguration, sim *Simulation) (*Clients, []podKey, []podKey, []*v1.Pod, error) {
+// them) and, in replace and drain mode, the pods to create one by one in
+// creation order (unbound).
+func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfiguration, sim *Simulation) (*Clients, []podKey, []podKey, []*v1.Pod, error) {
+	mode := plan.Mode
+	drained := map[string]bool{}
+	for _, n := range plan.Drain {
+		drained[n] = true
+	}
 	var kube, crds, metrics []runtime.Object
 	var dyn []runtime.Object
 	var places, bound []podKey
@@ -260,11 +315,16 @@ func load(snap *snapshot.File, mode Mode, cfg *schedconfig.KubeSchedulerConfigur
 				// they stay where their kubelet runs them.
 				_, mirror := p.Annotations[v1.MirrorPodAnnotationKey]
 				ours := profiles[p.Spec.SchedulerName] && p.DeletionTimestamp == nil && !ended && !mirror
-				if p.Spec.NodeName != "" && !ended && (mode != ModeReplace || !ours) {
+				// kubectl drain evicts a drained node's pods but its
+				// DaemonSets' (--ignore-daemonsets) and mirror pods; a
+				// controller's replacement is then placed.
+				evicted := mode == ModeDrain && ours && drained[p.Spec.NodeName] && !ownedByDaemonSet(p)
+				again := mode == ModeReplace && ours || evicted
+				if p.Spec.NodeName != "" && !ended && !again {
 					bound = append(bound, podKey{p.Namespace, p.Name})
 				}
 				switch {
-				case mode == ModeReplace && ours:
+				case again:
 					unbind(p)
 					later = append(later, p)
 					places = append(places, podKey{p.Namespace, p.Name})
@@ -272,6 +332,9 @@ func load(snap *snapshot.File, mode Mode, cfg *schedconfig.KubeSchedulerConfigur
 				case mode == ModePending && ours && p.Spec.NodeName == "":
 					places = append(places, podKey{p.Namespace, p.Name})
 				}
+			}
+			if n, ok := obj.(*v1.Node); ok && drained[n.Name] {
+				n.Spec.Unschedulable = true // cordoned, as kubectl drain does first
 			}
 			kube = append(kube, obj)
 		case crdscheme.Scheme.Recognizes(gvk):
@@ -309,6 +372,12 @@ func load(snap *snapshot.File, mode Mode, cfg *schedconfig.KubeSchedulerConfigur
 	})
 	c := NewClientsWith(kube, crds, metrics, dyn)
 	return c, places, bound, later, nil
+}
+
+// ownedByDaemonSet says whether a DaemonSet controls p.
+func ownedByDaemonSet(p *v1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "DaemonSet"
 }
 
 // unbind makes p a pod no scheduler has seen.

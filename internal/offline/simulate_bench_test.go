@@ -64,7 +64,7 @@ func BenchmarkSimulate(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/%dNodes_%dPods", mode, nodes, pods), func(b *testing.B) {
 			for b.Loop() {
 				start := time.Now()
-				sim, err := Simulate(context.Background(), cfg, snap, mode)
+				sim, err := Simulate(context.Background(), cfg, snap, Plan{Mode: mode})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
@@ -86,10 +87,10 @@ profiles:
 
 func simulate(t *testing.T, mode Mode, objs ...runtime.Object) *Simulation {
 	t.Helper()
-	return simulateWith(t, batchPoolConfig, mode, objs...)
+	return simulateWith(t, batchPoolConfig, Plan{Mode: mode}, objs...)
 }
 
-func simulateWith(t *testing.T, config string, mode Mode, objs ...runtime.Object) *Simulation {
+func simulateWith(t *testing.T, config string, plan Plan, objs ...runtime.Object) *Simulation {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
@@ -106,7 +107,7 @@ func simulateWith(t *testing.T, config string, mode Mode, objs ...runtime.Object
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sim, err := Simulate(ctx, cfg, snap, mode)
+	sim, err := Simulate(ctx, cfg, snap, plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,9 +215,44 @@ func TestSimulateFeedsLoadAwareTheSnapshotsNodeMetrics(t *testing.T) {
 	idle.Usage = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("1Gi")}
 	// By requests the bigger busy node wins; by usage (95 %, over the 80 %
 	// threshold) LoadAware keeps the pod off it.
-	sim := simulateWith(t, loadAwareConfig, ModePending, ns, simNode("busy", "web", "8"), simNode("idle", "web", "2"), busy, idle,
+	sim := simulateWith(t, loadAwareConfig, Plan{Mode: ModePending}, ns, simNode("busy", "web", "8"), simNode("idle", "web", "2"), busy, idle,
 		simPod("web-a", "web", "", 1))
 	if o := outcomes(sim)["web-a"]; o.Node != "idle" {
 		t.Errorf("web-a %+v: want it on idle (busy's sampled usage is over LoadAware's threshold)", o)
+	}
+}
+
+func TestSimulateDrainCordonsTheNodesAndPlacesTheirPodsElsewhere(t *testing.T) {
+	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	ds := simPod("agent", "web", "web-1", 1)
+	ds.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds", Controller: ptr.To(true)}}
+	foreign := simPod("foreign", "web", "web-1", 2)
+	foreign.Spec.SchedulerName = "default-scheduler"
+	// web-1 is the roomiest: without the cordon, the default profile's
+	// LeastAllocated would send app back there.
+	sim := simulateWith(t, batchPoolConfig, Plan{Mode: ModeDrain, Drain: []string{"web-1"}}, ns,
+		simNode("web-1", "web", "8"), simNode("web-2", "web", "4"),
+		simPod("app", "web", "web-1", 0), ds, foreign, simPod("stays", "web", "web-2", 3))
+	got := outcomes(sim)
+	if len(got) != 1 || got["app"].Node != "web-2" {
+		t.Errorf("outcomes %+v: want only app, evicted from web-1 and placed on web-2 (its DaemonSet pod, another scheduler's pod and web-2's pod stay)", sim.Outcomes)
+	}
+}
+
+func TestSimulateDrainRefusesNodesNotInTheSnapshot(t *testing.T) {
+	snap := &snapshot.File{}
+	snap.Items = append(snap.Items, item(t, simNode("web-1", "web", "4")))
+	for _, tc := range []struct {
+		plan Plan
+		want string
+	}{
+		{Plan{Mode: ModeDrain}, "drain mode needs the nodes to drain"},
+		{Plan{Mode: ModeDrain, Drain: []string{"web-1", "web-9", "web-8"}}, "nodes to drain not in the snapshot: web-9, web-8"},
+		{Plan{Mode: ModeReplace, Drain: []string{"web-1"}}, "only drain mode drains nodes"},
+		{Plan{Mode: "evict"}, `mode "evict": pending, replace or drain`},
+	} {
+		if _, err := Simulate(context.Background(), nil, snap, tc.plan); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.plan, err, tc.want)
+		}
 	}
 }

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// The demo's what-if: an operator about to change a CELPolicy rule of the
+// running profile snapshots the cluster and replays it offline under the
+// current and the proposed rules (kubectl berth snapshot, simulate), before
+// the scheduler ever runs the change. Spot capacity got dear: batch pods
+// should now prefer on-demand nodes.
+const (
+	whatIfProfile = "berth-scheduler"
+	whatIfRule    = "batch-prefers-spot"
+	whatIfScore   = "node.metadata.?labels.?lifecycle.orValue('') == 'on-demand' ? 100 : 0"
+	// whatIfPod is the one pod the change moves, from whatIfFrom to an
+	// on-demand node (which one depends on whether api, created in the same
+	// second, is replaced before it: pods are replaced in creation order).
+	whatIfPod, whatIfFrom = "batch-job", "spot-1"
+)
+
+// whatIfConfigs writes the running configuration's whatIfProfile alone
+// (current) and with whatIfRule scoring whatIfScore (proposed), so that
+// simulate replaces that profile's pods only.
+func whatIfConfigs(dir string) (current, proposed string, err error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(schedulerConfig, &doc); err != nil {
+		return "", "", fmt.Errorf("parsing the demo's configuration: %w", err)
+	}
+	var kept []any
+	for _, p := range doc["profiles"].([]any) {
+		if p.(map[string]any)["schedulerName"] == whatIfProfile {
+			kept = append(kept, p)
+		}
+	}
+	doc["profiles"] = kept
+	write := func(name string) (string, error) {
+		raw, err := yaml.Marshal(doc)
+		if err != nil {
+			return "", err
+		}
+		path := filepath.Join(dir, name)
+		return path, os.WriteFile(path, raw, 0o600)
+	}
+	if current, err = write("whatif-current.yaml"); err != nil {
+		return "", "", err
+	}
+	changed := false
+	for _, pc := range kept[0].(map[string]any)["pluginConfig"].([]any) {
+		pcm := pc.(map[string]any)
+		if pcm["name"] != "CELPolicy" {
+			continue
+		}
+		for _, r := range pcm["args"].(map[string]any)["rules"].([]any) {
+			if rm := r.(map[string]any); rm["name"] == whatIfRule {
+				rm["score"], changed = whatIfScore, true
+			}
+		}
+	}
+	if !changed {
+		return "", "", fmt.Errorf("the demo's profile %s has no CELPolicy rule %s", whatIfProfile, whatIfRule)
+	}
+	proposed, err = write("whatif-proposed.yaml")
+	return current, proposed, err
+}
+
+// runWhatIf snapshots the demo cluster and simulates it under the current
+// and the proposed rule, prints the table and checks that the change moves
+// whatIfPod, and nothing else.
+func runWhatIf(ctx context.Context, kubectlBerth, kubeconfig, dir string) error {
+	current, proposed, err := whatIfConfigs(dir)
+	if err != nil {
+		return err
+	}
+	snap := filepath.Join(dir, "cluster.json.gz")
+	step("what-if: kubectl berth snapshot %s", snap)
+	if out, err := exec.CommandContext(ctx, kubectlBerth, "snapshot", snap, "--kubeconfig", kubeconfig).CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl berth snapshot: %w\n%s", err, out)
+	}
+	step("what-if: rule %s scores %q instead; kubectl berth simulate --mode replace, profile %s (offline: the cluster is not touched)", whatIfRule, whatIfScore, whatIfProfile)
+	args := []string{"simulate", "--snapshot", snap, "--config", current, "--config", proposed, "--mode", "replace"}
+	out, err := exec.CommandContext(ctx, kubectlBerth, args...).CombinedOutput()
+	fmt.Println(string(out))
+	if err != nil {
+		return fmt.Errorf("kubectl berth simulate: %w", err)
+	}
+	raw, err := exec.CommandContext(ctx, kubectlBerth, append(args, "-o", "json")...).Output()
+	if err != nil {
+		return fmt.Errorf("kubectl berth simulate -o json: %w", err)
+	}
+	var report struct {
+		Pods []struct {
+			Name     string
+			Change   string
+			Outcomes []struct{ Node string }
+		}
+	}
+	if err := json.Unmarshal(raw, &report); err != nil {
+		return fmt.Errorf("kubectl berth simulate -o json: %w", err)
+	}
+	var changes []string
+	moved := false
+	for _, p := range report.Pods {
+		if p.Change == "" {
+			continue
+		}
+		from, to := p.Outcomes[0].Node, p.Outcomes[len(p.Outcomes)-1].Node
+		changes = append(changes, fmt.Sprintf("%s %s %s -> %s", p.Name, p.Change, from, to))
+		moved = p.Name == whatIfPod && p.Change == "moved" && from == whatIfFrom && onDemand(to)
+	}
+	if len(changes) != 1 || !moved {
+		return fmt.Errorf("what-if: changes [%s], want only %s moved from %s to an on-demand node", strings.Join(changes, "; "), whatIfPod, whatIfFrom)
+	}
+	return nil
+}
+
+// onDemand says whether node is one of the demo's on-demand nodes that no
+// CELPolicy rule keeps batch pods off (not the GPU node).
+func onDemand(node string) bool {
+	for _, n := range demoNodes {
+		if n.Name == node {
+			_, gpu := n.Labels["nvidia.com/gpu.present"]
+			return n.Labels["lifecycle"] == "on-demand" && !gpu
+		}
+	}
+	return false
+}
