@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -166,7 +167,37 @@ func StartKWOK(ctx context.Context, cp *ControlPlane, bin, crdDir, ip string) (*
 	if err != nil {
 		return nil, err
 	}
-	return &KWOK{Process: p, cp: cp, dyn: dyn, logPath: logPath, endpoint: net.JoinHostPort(ip, strconv.Itoa(port))}, nil
+	k := &KWOK{Process: p, cp: cp, dyn: dyn, logPath: logPath, endpoint: net.JoinHostPort(ip, strconv.Itoa(port))}
+	if err := k.waitServing(ctx); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return k, nil
+}
+
+// waitServing waits until KWOK's server answers /healthz (the port was free
+// when chosen; another process may have taken it since, and KWOK exits).
+func (k *KWOK) waitServing(ctx context.Context) error {
+	client := &http.Client{Timeout: time.Second}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if k.Exited() {
+			return false, fmt.Errorf("kwok exited; the end of its log:\n%s", logTail(k.logPath, 20))
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+k.endpoint+"/healthz", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("KWOK's server at %s: %w (kwok log: %s)", k.endpoint, err, k.logPath)
+	}
+	return nil
 }
 
 // freePort is a TCP port free on ip now.
@@ -222,6 +253,18 @@ func (k *KWOK) SetUsage(ctx context.Context, node, cpu, memory string) error {
 	}
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("binding the usage pod of node %s: %w", node, err)
+	}
+	return nil
+}
+
+// EndUsage ends the pod SetUsage bound to node as a crashed pod ends
+// (Failed): the pod stays on the node, and its usage is no longer reported,
+// as a kubelet reports none for a pod whose containers exited.
+func (k *KWOK) EndUsage(ctx context.Context, node string) error {
+	patch := []byte(`{"status":{"phase":"Failed","reason":"Error"}}`)
+	_, err := k.cp.Client.CoreV1().Pods(usageNamespace).Patch(ctx, usagePodName(node), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return fmt.Errorf("ending the usage pod of node %s: %w", node, err)
 	}
 	return nil
 }

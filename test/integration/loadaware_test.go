@@ -133,6 +133,19 @@ var _ = Describe("LoadAware", Serial, func() {
 			Eventually(sandbox.EventsFor(ctx, env.Client, ns, "after", "FailedScheduling")).
 				Should(ContainElement(HaveField("Message", ContainSubstring("CPU usage over the LoadAware threshold"))))
 		})
+
+		It("reports no usage for a pod that ended, though it stays on its node", func(ctx SpecContext) {
+			createKWOKNodes(ctx, sandbox.NodeSpec{Name: "la-m-ended", CPU: "4", Memory: "8Gi"})
+			Expect(kwok.SetUsage(ctx, "la-m-ended", "3", "1Gi")).To(Succeed())
+			Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, "la-m-ended") }, "45s", "500ms").
+				Should(BeNumerically(">", 2.5), "metrics-server log: %s", metricsServer.LogPath())
+			// Its container exits (a crash, a refusal, a finished Job): KWOK
+			// still lists the pod on the node, the kubelet reports nothing
+			// for it, and the node's usage drops from the next window on.
+			Expect(kwok.EndUsage(ctx, "la-m-ended")).To(Succeed())
+			Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, "la-m-ended") }, "45s", "500ms").
+				Should(BeNumerically("<", 0.1), "metrics-server log: %s", metricsServer.LogPath())
+		})
 	})
 })
 
