@@ -206,6 +206,7 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 	r.Totals.Pending = make([]int, len(sims))
 	for i, sim := range sims {
 		r.Unmodelled = appendNew(r.Unmodelled, sim.Unmodelled...)
+		r.Warnings = appendNew(r.Warnings, sim.Warnings...)
 		for _, o := range sim.Outcomes {
 			k := key{o.Namespace, o.Name}
 			j, ok := index[k]

@@ -104,6 +104,10 @@ type Simulation struct {
 	Outcomes []Outcome
 	// Unmodelled lists snapshot objects the simulator could not load.
 	Unmodelled []string
+	// Warnings say where the simulation departs from what would happen:
+	// in drain mode, drained pods another scheduler would replace, pods
+	// kubectl drain refuses to evict without a flag.
+	Warnings []string
 }
 
 // settle is how long a scheduler with nothing in its queues, in flight or
@@ -318,7 +322,11 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 				// kubectl drain evicts a drained node's pods but its
 				// DaemonSets' (--ignore-daemonsets) and mirror pods; a
 				// controller's replacement is then placed.
-				evicted := mode == ModeDrain && ours && drained[p.Spec.NodeName] && !ownedByDaemonSet(p)
+				onDrained := mode == ModeDrain && drained[p.Spec.NodeName] && !ended && !mirror && !ownedByDaemonSet(p)
+				evicted := onDrained && ours
+				if onDrained {
+					sim.Warnings = append(sim.Warnings, drainWarnings(p, ours)...)
+				}
 				again := mode == ModeReplace && ours || evicted
 				if p.Spec.NodeName != "" && !ended && !again {
 					bound = append(bound, podKey{p.Namespace, p.Name})
@@ -329,7 +337,9 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 					later = append(later, p)
 					places = append(places, podKey{p.Namespace, p.Name})
 					continue
-				case mode == ModePending && ours && p.Spec.NodeName == "":
+				case mode != ModeReplace && ours && p.Spec.NodeName == "":
+					// Pending pods are placed in drain mode too (they are
+					// in the queue before the evicted ones): reported.
 					places = append(places, podKey{p.Namespace, p.Name})
 				}
 			}
@@ -372,6 +382,28 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 	})
 	c := NewClientsWith(kube, crds, metrics, dyn)
 	return c, places, bound, later, nil
+}
+
+// drainWarnings says how draining p's node departs from the simulation's
+// eviction and replacement of p (ours: a profile of the configuration
+// places it).
+func drainWarnings(p *v1.Pod, ours bool) []string {
+	name := p.Namespace + "/" + p.Name
+	if !ours {
+		return []string{fmt.Sprintf("pod %s on drained node %s is scheduled by %q, which the configuration has no profile for: a drain evicts it too, but where its replacement goes is not simulated (its requests stay on %s)",
+			name, p.Spec.NodeName, p.Spec.SchedulerName, p.Spec.NodeName)}
+	}
+	var out []string
+	if metav1.GetControllerOf(p) == nil {
+		out = append(out, fmt.Sprintf("pod %s on drained node %s has no controller: kubectl drain refuses to evict it without --force, and then nothing replaces it (simulated as if replaced)", name, p.Spec.NodeName))
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.EmptyDir != nil {
+			out = append(out, fmt.Sprintf("pod %s on drained node %s has emptyDir volume %s: kubectl drain refuses to evict it without --delete-emptydir-data", name, p.Spec.NodeName, v.Name))
+			break
+		}
+	}
+	return out
 }
 
 // ownedByDaemonSet says whether a DaemonSet controls p.
