@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -92,29 +91,23 @@ func runWhatIf(ctx context.Context, kubectlBerth, kubeconfig, dir string) error 
 	if err != nil {
 		return fmt.Errorf("kubectl berth simulate: %w", err)
 	}
-	raw, err := exec.CommandContext(ctx, kubectlBerth, append(args, "-o", "json")...).Output()
-	if err != nil {
-		return fmt.Errorf("kubectl berth simulate -o json: %w", err)
-	}
-	var report struct {
-		Pods []struct {
-			Name     string
-			Change   string
-			Outcomes []struct{ Node string }
-		}
-	}
-	if err := json.Unmarshal(raw, &report); err != nil {
-		return fmt.Errorf("kubectl berth simulate -o json: %w", err)
-	}
+	// The table's rows of changed pods: NAMESPACE POD CHANGE CURRENT
+	// PROPOSED [REASON], after the header.
 	var changes []string
 	moved := false
-	for _, p := range report.Pods {
-		if p.Change == "" {
+	rows := strings.Split(string(out), "\n")
+	for i, row := range rows {
+		if !strings.HasPrefix(row, "NAMESPACE ") {
 			continue
 		}
-		from, to := p.Outcomes[0].Node, p.Outcomes[len(p.Outcomes)-1].Node
-		changes = append(changes, fmt.Sprintf("%s %s %s -> %s", p.Name, p.Change, from, to))
-		moved = p.Name == whatIfPod && p.Change == "moved" && from == whatIfFrom && onDemand(to)
+		for _, r := range rows[i+1:] {
+			f := strings.Fields(r)
+			if len(f) < 5 {
+				continue
+			}
+			changes = append(changes, strings.Join(f[1:5], " "))
+			moved = f[1] == whatIfPod && f[2] == "moved" && f[3] == whatIfFrom && onDemand(f[4])
+		}
 	}
 	if len(changes) != 1 || !moved {
 		return fmt.Errorf("what-if: changes [%s], want only %s moved from %s to an on-demand node", strings.Join(changes, "; "), whatIfPod, whatIfFrom)
