@@ -178,7 +178,9 @@ func StartKWOK(ctx context.Context, cp *ControlPlane, bin, crdDir, ip string) (*
 // waitServing waits until KWOK's server answers /healthz (the port was free
 // when chosen; another process may have taken it since, and KWOK exits).
 func (k *KWOK) waitServing(ctx context.Context) error {
-	client := &http.Client{Timeout: time.Second}
+	// No proxy: the address is the sandbox's own (an HTTP_PROXY in the
+	// environment would be used for it, loopback aside).
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		if k.Exited() {
 			return false, fmt.Errorf("kwok exited; the end of its log:\n%s", logTail(k.logPath, 20))
@@ -237,8 +239,21 @@ func (k *KWOK) SetUsage(ctx context.Context, node, cpu, memory string) error {
 	if err != nil {
 		return err
 	}
-	_, err = pods.Patch(ctx, usagePodName(node), types.MergePatchType, patch, metav1.PatchOptions{})
-	if !apierrors.IsNotFound(err) {
+	p, err := pods.Patch(ctx, usagePodName(node), types.MergePatchType, patch, metav1.PatchOptions{})
+	switch {
+	case err == nil && p.Status.Phase != v1.PodFailed && p.Status.Phase != v1.PodSucceeded:
+		return nil
+	case err == nil: // ended (EndUsage): a new one
+		if err := pods.Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &p.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("replacing the ended usage pod of node %s: %w", node, err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			_, err := pods.Get(ctx, p.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		}); err != nil {
+			return fmt.Errorf("replacing the ended usage pod of node %s: %w", node, err)
+		}
+	case !apierrors.IsNotFound(err):
 		return err
 	}
 	pod := &v1.Pod{

@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -145,6 +146,13 @@ var _ = Describe("LoadAware", Serial, func() {
 			Expect(kwok.EndUsage(ctx, "la-m-ended")).To(Succeed())
 			Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, "la-m-ended") }, "45s", "500ms").
 				Should(BeNumerically("<", 0.1), "metrics-server log: %s", metricsServer.LogPath())
+			pods, err := env.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=la-m-ended"})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(pods.Items).To(ConsistOf(HaveField("Status.Phase", v1.PodFailed)), "the ended pod is still on its node")
+			// Set again, the usage is a new pod's.
+			Expect(kwok.SetUsage(ctx, "la-m-ended", "2", "1Gi")).To(Succeed())
+			Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, "la-m-ended") }, "45s", "500ms").
+				Should(BeNumerically(">", 1.5), "metrics-server log: %s", metricsServer.LogPath())
 		})
 	})
 })
