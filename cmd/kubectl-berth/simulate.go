@@ -206,7 +206,12 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 	r.Totals.Pending = make([]int, len(sims))
 	for i, sim := range sims {
 		r.Unmodelled = appendNew(r.Unmodelled, sim.Unmodelled...)
-		r.Warnings = appendNew(r.Warnings, sim.Warnings...)
+		for _, w := range sim.Warnings {
+			if len(sims) > 1 {
+				w = r.Configs[i] + ": " + w // a warning may hold for one config only
+			}
+			r.Warnings = appendNew(r.Warnings, w)
+		}
 		for _, o := range sim.Outcomes {
 			k := key{o.Namespace, o.Name}
 			j, ok := index[k]

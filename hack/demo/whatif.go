@@ -86,7 +86,9 @@ func runWhatIf(ctx context.Context, kubectlBerth, kubeconfig, dir string) error 
 	}
 	step("what-if: rule %s scores %q instead; kubectl berth simulate --mode replace, profile %s (offline: the cluster is not touched)", whatIfRule, whatIfScore, whatIfProfile)
 	args := []string{"simulate", "--snapshot", snap, "--config", current, "--config", proposed, "--mode", "replace"}
-	out, err := exec.CommandContext(ctx, kubectlBerth, args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, kubectlBerth, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
 	fmt.Println(string(out))
 	if err != nil {
 		return fmt.Errorf("kubectl berth simulate: %w", err)
@@ -94,20 +96,24 @@ func runWhatIf(ctx context.Context, kubectlBerth, kubeconfig, dir string) error 
 	// The table's rows of changed pods: NAMESPACE POD CHANGE CURRENT
 	// PROPOSED [REASON], after the header.
 	var changes []string
-	moved := false
+	moved, header := false, false
 	rows := strings.Split(string(out), "\n")
 	for i, row := range rows {
 		if !strings.HasPrefix(row, "NAMESPACE ") {
 			continue
 		}
+		header = true
 		for _, r := range rows[i+1:] {
 			f := strings.Fields(r)
 			if len(f) < 5 {
 				continue
 			}
-			changes = append(changes, strings.Join(f[1:5], " "))
+			changes = append(changes, fmt.Sprintf("%s %s %s -> %s", f[1], f[2], f[3], f[4]))
 			moved = f[1] == whatIfPod && f[2] == "moved" && f[3] == whatIfFrom && onDemand(f[4])
 		}
+	}
+	if !header {
+		return fmt.Errorf("what-if: kubectl berth simulate printed no table of changes")
 	}
 	if len(changes) != 1 || !moved {
 		return fmt.Errorf("what-if: changes [%s], want only %s moved from %s to an on-demand node", strings.Join(changes, "; "), whatIfPod, whatIfFrom)

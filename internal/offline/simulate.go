@@ -297,6 +297,7 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 	var dyn []runtime.Object
 	var places, bound []podKey
 	var later []*v1.Pod
+	pendingBefore := 0
 	profiles := map[string]bool{}
 	for _, p := range cfg.Profiles {
 		profiles[p.SchedulerName] = true
@@ -322,7 +323,8 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 				// kubectl drain evicts a drained node's pods but its
 				// DaemonSets' (--ignore-daemonsets) and mirror pods; a
 				// controller's replacement is then placed.
-				onDrained := mode == ModeDrain && drained[p.Spec.NodeName] && !ended && !mirror && !ownedByDaemonSet(p)
+				// A pod already being deleted is leaving anyway.
+				onDrained := mode == ModeDrain && drained[p.Spec.NodeName] && !ended && !mirror && !ownedByDaemonSet(p) && p.DeletionTimestamp == nil
 				evicted := onDrained && ours
 				if onDrained {
 					sim.Warnings = append(sim.Warnings, drainWarnings(p, ours)...)
@@ -337,10 +339,13 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 					later = append(later, p)
 					places = append(places, podKey{p.Namespace, p.Name})
 					continue
-				case mode != ModeReplace && ours && p.Spec.NodeName == "":
-					// Pending pods are placed in drain mode too (they are
-					// in the queue before the evicted ones): reported.
+				case mode == ModePending && ours && p.Spec.NodeName == "":
 					places = append(places, podKey{p.Namespace, p.Name})
+				case mode == ModeDrain && ours && p.Spec.NodeName == "":
+					// In the queue before the evicted pods: placed first,
+					// taking room they might need, but not the drain's
+					// outcome (--fail-on pending is about the drain).
+					pendingBefore++
 				}
 			}
 			if n, ok := obj.(*v1.Node); ok && drained[n.Name] {
@@ -377,6 +382,9 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 			sim.Unmodelled = append(sim.Unmodelled, fmt.Sprintf("%s %s/%s: a kind the simulator does not know", gvk, u.GetNamespace(), u.GetName()))
 		}
 	}
+	if pendingBefore > 0 {
+		sim.Warnings = append(sim.Warnings, fmt.Sprintf("%d pods were pending before the drain: they are placed first (taking room the evicted pods might need) and not listed; --mode pending shows where they go", pendingBefore))
+	}
 	slices.SortStableFunc(later, func(a, b *v1.Pod) int {
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 	})
@@ -389,19 +397,26 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 // places it).
 func drainWarnings(p *v1.Pod, ours bool) []string {
 	name := p.Namespace + "/" + p.Name
-	if !ours {
-		return []string{fmt.Sprintf("pod %s on drained node %s is scheduled by %q, which the configuration has no profile for: a drain evicts it too, but where its replacement goes is not simulated (its requests stay on %s)",
-			name, p.Spec.NodeName, p.Spec.SchedulerName, p.Spec.NodeName)}
-	}
 	var out []string
+	// kubectl drain's filters hold for every pod, whoever schedules it; one
+	// that refuses fails the whole drain (nothing evicted, the node left
+	// cordoned).
 	if metav1.GetControllerOf(p) == nil {
-		out = append(out, fmt.Sprintf("pod %s on drained node %s has no controller: kubectl drain refuses to evict it without --force, and then nothing replaces it (simulated as if replaced)", name, p.Spec.NodeName))
+		replaced := "simulated as if replaced"
+		if !ours {
+			replaced = "not simulated"
+		}
+		out = append(out, fmt.Sprintf("pod %s on drained node %s has no controller: kubectl drain fails unless --force, which deletes it for good (%s)", name, p.Spec.NodeName, replaced))
 	}
 	for _, v := range p.Spec.Volumes {
 		if v.EmptyDir != nil {
-			out = append(out, fmt.Sprintf("pod %s on drained node %s has emptyDir volume %s: kubectl drain refuses to evict it without --delete-emptydir-data", name, p.Spec.NodeName, v.Name))
+			out = append(out, fmt.Sprintf("pod %s on drained node %s has emptyDir volume %s: kubectl drain fails unless --delete-emptydir-data", name, p.Spec.NodeName, v.Name))
 			break
 		}
+	}
+	if !ours {
+		out = append(out, fmt.Sprintf("pod %s on drained node %s is scheduled by %q, which the configuration has no profile for: a drain evicts it too, but where it goes next is not simulated (its requests stay on %s)",
+			name, p.Spec.NodeName, p.Spec.SchedulerName, p.Spec.NodeName))
 	}
 	return out
 }
