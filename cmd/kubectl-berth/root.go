@@ -25,8 +25,10 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kubectl-berth",
 		Short: "Berth's kubectl plugin",
-		Long: "Berth's kubectl plugin: why Berth placed a pod where it did, or why it fits nowhere (explain), and\n" +
-			"whether Berth's scheduler would start with a configuration (validate).\n\n" +
+		Long: "Berth's kubectl plugin: why Berth placed a pod where it did, or why it fits nowhere (explain);\n" +
+			"what the scheduler reads from a cluster, in one file (snapshot); where pods would land under a\n" +
+			"configuration, or two compared, offline (simulate); and whether Berth's scheduler would start\n" +
+			"with a configuration (validate).\n\n" +
 			"Shell completion, pod names included: kubectl (1.26 and later) completes `kubectl berth` through an\n" +
 			"executable named kubectl_complete-berth on the PATH, which should run `kubectl-berth __complete \"$@\"`\n" +
 			"(see the README); `kubectl-berth completion bash|zsh|fish|powershell` prints a script for\n" +

@@ -1,10 +1,12 @@
 // Command krew writes the krew plugin manifest of kubectl-berth
-// (plugins/berth.yaml in the release) from the release's archives: one
+// (dist/berth.yaml in the release, published flat so that checksums.txt
+// covers it; plugins/berth.yaml in krew's index) from the release's
+// archives: one
 // platform per archive named kubectl-berth_<version>_<os>_<arch>.tar.gz,
 // each with its sha256 and the URI it is published at, and checks it
 // against krew's rules before writing it (make release runs it).
 //
-//	go run ./hack/krew -version v0.1.0 -base-url URL -out dist/plugins/berth.yaml dist/kubectl-berth_*.tar.gz
+//	go run ./hack/krew -version v0.1.0 -base-url URL -out dist/berth.yaml dist/kubectl-berth_*.tar.gz
 package main
 
 import (
