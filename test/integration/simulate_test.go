@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 )
@@ -83,5 +87,85 @@ var _ = Describe("kubectl berth simulate", func() {
 		}
 		Expect(got).To(Equal(want), "simulated placements (reasons: %v)", reasons)
 		Expect(reasons["web-2"]).To(ContainSubstring("GPU nodes are reserved for pods that request GPUs"))
+	})
+})
+
+// kubectl berth simulate --mode drain agrees with a real drain: a
+// ReplicaSet's pods, which the scheduler put on the spot node (rule
+// batch-prefers-spot), are evicted from it as kubectl drain evicts them
+// (cordon, then the Eviction API), kube-controller-manager's ReplicaSet
+// controller replaces them and the scheduler places the replacements on the
+// nodes simulate named beforehand, offline.
+var _ = Describe("kubectl berth simulate --mode drain", func() {
+	It("names the nodes a drained node's ReplicaSet pods are replaced on", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "simulate-drain")
+		const key = "berth.dev/simulate-drain"
+		taint := []v1.Taint{{Key: key, Value: "true", Effect: v1.TaintEffectNoSchedule}}
+		toleration := []v1.Toleration{{Key: key, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}}
+		mark := map[string]string{key: "true"}
+		createKWOKNodes(ctx,
+			sandbox.NodeSpec{Name: "drain-spot", CPU: "2", Memory: "8Gi", Labels: map[string]string{key: "true", "lifecycle": "spot"}, Taints: taint},
+			sandbox.NodeSpec{Name: "drain-small", CPU: "2", Memory: "8Gi", Labels: mark, Taints: taint},
+			sandbox.NodeSpec{Name: "drain-big", CPU: "8", Memory: "8Gi", Labels: mark, Taints: taint},
+		)
+		rs, err := sandbox.CreateReplicaSet(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "batch", SchedulerName: "berth-celpolicy", CPU: "1",
+			Labels: map[string]string{"tier": "batch"}, NodeSelector: mark, Tolerations: toleration}, 2)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(rs.Close)
+		nodesOf := func(exclude map[string]bool) func() ([]string, error) {
+			return func() ([]string, error) {
+				pods, err := rs.Pods(ctx)
+				if err != nil {
+					return nil, err
+				}
+				var out []string
+				for _, p := range pods {
+					if !exclude[p.Name] && p.DeletionTimestamp == nil {
+						out = append(out, p.Spec.NodeName)
+					}
+				}
+				slices.Sort(out)
+				return out, nil
+			}
+		}
+		Eventually(nodesOf(nil)).Should(Equal([]string{"drain-spot", "drain-spot"}), "the scheduler puts both on the spot node")
+
+		file := filepath.Join(env.Dir, "simulate-drain.json.gz")
+		out, err := exec.CommandContext(ctx, kubectlBerthBin(), "snapshot", file, "--kubeconfig", env.Kubeconfig).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		root, err := sandbox.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		cmd := exec.CommandContext(ctx, kubectlBerthBin(), "simulate", "--snapshot", file, "--mode", "drain", "--nodes", "drain-spot", "-o", "json",
+			"--config", filepath.Join(root, "manifests", "examples", "celpolicy.yaml"))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		raw, err := cmd.Output()
+		Expect(err).NotTo(HaveOccurred(), stderr.String())
+		var report struct {
+			Pods []struct {
+				Namespace, Name string
+				Outcomes        []struct{ Node string }
+			}
+		}
+		Expect(json.Unmarshal(raw, &report)).To(Succeed(), string(raw))
+		var simulated []string
+		evicted := map[string]bool{}
+		for _, p := range report.Pods {
+			if p.Namespace == ns {
+				simulated = append(simulated, p.Outcomes[0].Node)
+				evicted[p.Name] = true
+			}
+		}
+		slices.Sort(simulated)
+		Expect(simulated).To(HaveLen(2), "simulate lists the two evicted pods: %s", raw)
+		Expect(simulated).NotTo(ContainElement(BeElementOf("drain-spot", "")), "simulated: %v", simulated)
+
+		// The drain itself.
+		_, err = env.Client.CoreV1().Nodes().Patch(ctx, "drain-spot", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		for name := range evicted {
+			Expect(env.Client.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
+		}
+		Eventually(nodesOf(evicted), "30s").Should(Equal(simulated), "the replacements land where simulate said")
 	})
 })
