@@ -74,9 +74,10 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			"no cluster: bindings go to an in-memory API, nothing is written anywhere but the output.\n\n" +
 			"--mode pending places the snapshot's pending pods of the configuration's profiles; --mode replace unbinds\n" +
 			"every such pod and places them all again, one at a time in creation order (what the cluster would look\n" +
-			"like under this configuration); --mode drain --nodes A,B drains those nodes as kubectl drain does (cordoned,\n" +
-			"their pods evicted but DaemonSets' and mirror pods) and places the evicted pods again, one at a time in\n" +
-			"creation order, as their controllers' replacements would be. With two configurations both run on the same snapshot and the pods whose\n" +
+			"like under this configuration); --mode drain --nodes A,B drains those nodes as kubectl drain does\n" +
+			"(cordoned, their pods evicted but DaemonSets' and mirror pods) and places the evicted pods again, one at a\n" +
+			"time in creation order, as their controllers' replacements would be, with a warning wherever a real drain\n" +
+			"would differ. With two configurations both run on the same snapshot and the pods whose\n" +
 			"outcome differs are listed: moved to another node, newly pending, newly placed.\n\n" +
 			"What differs by construction from the live scheduler: time (backoffs, Coscheduling's timeouts: the\n" +
 			"simulation ends when the scheduler has nothing left to try, without waiting for the queue's periodic\n" +
@@ -94,12 +95,6 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				return errors.New("--snapshot: give the file kubectl berth snapshot wrote")
 			case len(configs) == 0 || len(configs) > 2:
 				return errors.New("--config: give one configuration, or two to compare")
-			case mode != string(offline.ModePending) && mode != string(offline.ModeReplace) && mode != string(offline.ModeDrain):
-				return fmt.Errorf("--mode %q: pending, replace or drain", mode)
-			case mode == string(offline.ModeDrain) && len(drain) == 0:
-				return errors.New("--mode drain: give the nodes to drain with --nodes")
-			case mode != string(offline.ModeDrain) && len(drain) > 0:
-				return errors.New("--nodes: only --mode drain drains nodes")
 			case output != "table" && output != "json":
 				return fmt.Errorf("-o %q: table or json", output)
 			case failOn != "" && failOn != "newly-pending" && failOn != "pending":
@@ -128,7 +123,11 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 			}
-			r := &simulateReport{Snapshot: snapPath, Mode: offline.Mode(mode), Drained: drain, Configs: configs}
+			plan := offline.Plan{Mode: offline.Mode(mode), Drain: drain}
+			if err := plan.Check(snap); err != nil {
+				return fmt.Errorf("--mode %s --nodes %s: %w", mode, strings.Join(drain, ","), err)
+			}
+			r := &simulateReport{Snapshot: snapPath, Mode: plan.Mode, Drained: drain, Configs: configs}
 			if w := versionSkew(snap); w != "" {
 				r.Warnings = append(r.Warnings, w)
 			}
@@ -137,7 +136,7 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			}
 			var sims []*offline.Simulation
 			for i, cfg := range cfgs {
-				sim, err := offline.Simulate(cmd.Context(), cfg, snap, offline.Plan{Mode: offline.Mode(mode), Drain: drain})
+				sim, err := offline.Simulate(cmd.Context(), cfg, snap, plan)
 				if err != nil {
 					return fmt.Errorf("%s: %w", configs[i], err)
 				}

@@ -40,6 +40,9 @@ func whatIfConfigs(dir string) (current, proposed string, err error) {
 			kept = append(kept, p)
 		}
 	}
+	if len(kept) != 1 {
+		return "", "", fmt.Errorf("the demo's configuration has %d profiles named %s, want 1", len(kept), whatIfProfile)
+	}
 	doc["profiles"] = kept
 	write := func(name string) (string, error) {
 		raw, err := yaml.Marshal(doc)

@@ -51,8 +51,9 @@ type Plan struct {
 	Drain []string
 }
 
-// check says what is wrong with p for snap, if anything.
-func (p Plan) check(snap *snapshot.File) error {
+// Check says what is wrong with p for snap, if anything (Simulate checks
+// it too).
+func (p Plan) Check(snap *snapshot.File) error {
 	switch p.Mode {
 	case ModePending, ModeReplace:
 		if len(p.Drain) > 0 {
@@ -122,7 +123,7 @@ const settle = 300 * time.Millisecond
 // backoffs, LoadAware's samples as of the snapshot), and the order in which
 // pods that are pending together reach the queue.
 func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, snap *snapshot.File, plan Plan) (*Simulation, error) {
-	if err := plan.check(snap); err != nil {
+	if err := plan.Check(snap); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -328,6 +329,9 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 				evicted := onDrained && ours
 				if onDrained {
 					sim.Warnings = append(sim.Warnings, drainWarnings(p, ours)...)
+				}
+				if mode == ModeDrain && drained[p.Spec.NodeName] && !ended && ownedByDaemonSet(p) {
+					sim.Warnings = append(sim.Warnings, fmt.Sprintf("pod %s/%s on drained node %s is a DaemonSet's: kubectl drain fails unless --ignore-daemonsets, with which it stays (as simulated)", p.Namespace, p.Name, p.Spec.NodeName))
 				}
 				again := mode == ModeReplace && ours || evicted
 				if p.Spec.NodeName != "" && !ended && !again {

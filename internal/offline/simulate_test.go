@@ -239,6 +239,7 @@ func TestSimulateDrainCordonsTheNodesAndPlacesTheirPodsElsewhere(t *testing.T) {
 	}
 	want := []string{
 		`pod team/app on drained node web-1 has no controller: kubectl drain fails unless --force, which deletes it for good (simulated as if replaced)`,
+		`pod team/agent on drained node web-1 is a DaemonSet's: kubectl drain fails unless --ignore-daemonsets`,
 		`pod team/foreign on drained node web-1 has no controller: kubectl drain fails unless --force, which deletes it for good (not simulated)`,
 		`pod team/foreign on drained node web-1 is scheduled by "default-scheduler", which the configuration has no profile for`,
 		`1 pods were pending before the drain: they are placed first`,

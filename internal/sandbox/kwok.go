@@ -181,6 +181,7 @@ func (k *KWOK) waitServing(ctx context.Context) error {
 	// No proxy: the address is the sandbox's own (an HTTP_PROXY in the
 	// environment would be used for it, loopback aside).
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
+	defer client.CloseIdleConnections()
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		if k.Exited() {
 			return false, fmt.Errorf("kwok exited; the end of its log:\n%s", logTail(k.logPath, 20))
