@@ -76,7 +76,7 @@ func StartControllerManager(ctx context.Context, cp *ControlPlane, bin string, o
 	cm := &ControllerManager{Process: p, logPath: logPath}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if p.Exited() {
-			return false, fmt.Errorf("kube-controller-manager exited; the end of its log:\n%s", logTail(logPath, 20))
+			return false, fmt.Errorf("kube-controller-manager exited; the end of its log:\n%s", logTail(logPath))
 		}
 		_, err := cp.Client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

@@ -184,7 +184,7 @@ func (k *KWOK) waitServing(ctx context.Context) error {
 	defer client.CloseIdleConnections()
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		if k.Exited() {
-			return false, fmt.Errorf("kwok exited; the end of its log:\n%s", logTail(k.logPath, 20))
+			return false, fmt.Errorf("kwok exited; the end of its log:\n%s", logTail(k.logPath))
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+k.endpoint+"/healthz", nil)
 		if err != nil {
@@ -341,7 +341,7 @@ func (k *KWOK) WaitReady(ctx context.Context, timeout time.Duration, names ...st
 	var missing []string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if k.Exited() {
-			return false, fmt.Errorf("kwok exited; the end of its log:\n%s", logTail(k.logPath, 20))
+			return false, fmt.Errorf("kwok exited; the end of its log:\n%s", logTail(k.logPath))
 		}
 		nodes, err := k.cp.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {

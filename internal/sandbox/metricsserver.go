@@ -144,7 +144,7 @@ func (m *MetricsServer) waitServing(ctx context.Context) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		if m.proc.Exited() {
-			return false, fmt.Errorf("metrics-server exited; the end of its log:\n%s", logTail(m.LogPath(), 20))
+			return false, fmt.Errorf("metrics-server exited; the end of its log:\n%s", logTail(m.LogPath()))
 		}
 		_, last = m.client.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
 		return last == nil, nil
@@ -158,8 +158,12 @@ func (m *MetricsServer) waitServing(ctx context.Context) error {
 	return nil
 }
 
-// logTail is the last n lines of a log file.
-func logTail(path string, n int) string {
+// logTailLines is how much of a process's log an error quotes.
+const logTailLines = 20
+
+// logTail is the last logTailLines lines of a log file.
+func logTail(path string) string {
+	n := logTailLines
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
