@@ -17,6 +17,36 @@ import (
 	"github.com/berth-scheduler/berth/internal/sandbox"
 )
 
+// simulateReport is the part of kubectl berth simulate -o json the specs
+// read.
+type simulateReport struct {
+	Pods []struct {
+		Namespace, Name string
+		Outcomes        []struct{ Node, Reason string }
+	}
+}
+
+// snapshotAndSimulate takes a snapshot of the suite's cluster (named name)
+// with kubectl berth snapshot and simulates it with
+// manifests/examples/celpolicy.yaml and args, as JSON.
+func snapshotAndSimulate(ctx SpecContext, name string, args ...string) simulateReport {
+	GinkgoHelper()
+	file := filepath.Join(env.Dir, name+".json.gz")
+	out, err := exec.CommandContext(ctx, kubectlBerthBin(), "snapshot", file, "--kubeconfig", env.Kubeconfig).CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	root, err := sandbox.RepoRoot()
+	Expect(err).NotTo(HaveOccurred())
+	cmd := exec.CommandContext(ctx, kubectlBerthBin(), append([]string{"simulate", "--snapshot", file, "-o", "json",
+		"--config", filepath.Join(root, "manifests", "examples", "celpolicy.yaml")}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	Expect(err).NotTo(HaveOccurred(), stderr.String())
+	var report simulateReport
+	Expect(json.Unmarshal(raw, &report)).To(Succeed(), string(raw))
+	return report
+}
+
 // kubectl berth simulate agrees with the scheduler: the suite's scheduler
 // places a CELPolicy scenario (manifests/examples/celpolicy.yaml's profile),
 // kubectl berth snapshot takes the cluster, and simulate --mode replace with
@@ -58,25 +88,7 @@ var _ = Describe("kubectl berth simulate", func() {
 			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, name)).Should(Equal(want[name]), "the scheduler places %s", name)
 		}
 
-		file := filepath.Join(env.Dir, "simulate-agree.json.gz")
-		out, err := exec.CommandContext(ctx, kubectlBerthBin(), "snapshot", file, "--kubeconfig", env.Kubeconfig).CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
-
-		root, err := sandbox.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		cmd := exec.CommandContext(ctx, kubectlBerthBin(), "simulate", "--snapshot", file, "--mode", "replace", "-o", "json",
-			"--config", filepath.Join(root, "manifests", "examples", "celpolicy.yaml"))
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		raw, err := cmd.Output()
-		Expect(err).NotTo(HaveOccurred(), stderr.String())
-		var report struct {
-			Pods []struct {
-				Namespace, Name string
-				Outcomes        []struct{ Node, Reason string }
-			}
-		}
-		Expect(json.Unmarshal(raw, &report)).To(Succeed(), string(raw))
+		report := snapshotAndSimulate(ctx, "simulate-agree", "--mode", "replace")
 		got := map[string]string{}
 		reasons := map[string]string{}
 		for _, p := range report.Pods {
@@ -130,24 +142,7 @@ var _ = Describe("kubectl berth simulate --mode drain", func() {
 		}
 		Eventually(nodesOf(nil)).Should(Equal([]string{"drain-spot", "drain-spot"}), "the scheduler puts both on the spot node")
 
-		file := filepath.Join(env.Dir, "simulate-drain.json.gz")
-		out, err := exec.CommandContext(ctx, kubectlBerthBin(), "snapshot", file, "--kubeconfig", env.Kubeconfig).CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
-		root, err := sandbox.RepoRoot()
-		Expect(err).NotTo(HaveOccurred())
-		cmd := exec.CommandContext(ctx, kubectlBerthBin(), "simulate", "--snapshot", file, "--mode", "drain", "--nodes", "drain-spot", "-o", "json",
-			"--config", filepath.Join(root, "manifests", "examples", "celpolicy.yaml"))
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		raw, err := cmd.Output()
-		Expect(err).NotTo(HaveOccurred(), stderr.String())
-		var report struct {
-			Pods []struct {
-				Namespace, Name string
-				Outcomes        []struct{ Node string }
-			}
-		}
-		Expect(json.Unmarshal(raw, &report)).To(Succeed(), string(raw))
+		report := snapshotAndSimulate(ctx, "simulate-drain", "--mode", "drain", "--nodes", "drain-spot")
 		var simulated []string
 		evicted := map[string]bool{}
 		for _, p := range report.Pods {
@@ -157,7 +152,7 @@ var _ = Describe("kubectl berth simulate --mode drain", func() {
 			}
 		}
 		slices.Sort(simulated)
-		Expect(simulated).To(HaveLen(2), "simulate lists the two evicted pods: %s", raw)
+		Expect(simulated).To(HaveLen(2), "simulate lists the two evicted pods: %+v", report.Pods)
 		Expect(simulated).NotTo(ContainElement(BeElementOf("drain-spot", "")), "simulated: %v", simulated)
 
 		// The drain itself.
