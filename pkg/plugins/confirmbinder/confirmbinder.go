@@ -271,6 +271,11 @@ func (pl *ConfirmBinder) Bind(ctx context.Context, state fwk.CycleState, pod *v1
 			defer pl.nodes.locks.Delete(nodeName) // a late cycle must not keep a deleted node's lock
 		}
 		defer unlock()
+		// Deferred after unlock, so it runs before it: the next binding
+		// cycle to confirm this node must not count a pod refused here as
+		// still in flight, or it refuses a pod that fits (seen once as
+		// TestParallelBindsSeeEachOther's 2 bound, 2 refused).
+		defer pl.forget(pod, nodeName)
 	}
 	confirmDuration.Observe(time.Since(start).Seconds())
 	switch {
