@@ -23,6 +23,7 @@ import (
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsscheme "k8s.io/metrics/pkg/client/clientset/versioned/scheme"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	crdscheme "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/scheme"
 
 	"github.com/berth-scheduler/berth/internal/snapshot"
@@ -49,6 +50,10 @@ type Plan struct {
 	// Drain names the nodes ModeDrain drains (every one must be in the
 	// snapshot); empty in the other modes.
 	Drain []string
+	// Compare names, per pod ("namespace/name"), the node another
+	// simulation placed it on: where this one places the pod elsewhere or
+	// leaves it pending, its Outcome says how that node fared (Other).
+	Compare map[string]string
 }
 
 // Check says what is wrong with p for snap, if anything (Simulate checks
@@ -97,6 +102,21 @@ type Outcome struct {
 	// Preempted: the simulated scheduler deleted the pod (a preemption
 	// victim: DefaultPreemption's, ElasticQuota's reclaim).
 	Preempted bool
+	// Score is how Node scored in the pod's last scheduling cycle; nil
+	// when that cycle scored no node (a single feasible node, or the
+	// nominated or batch-hinted node taken without a search).
+	Score *Score
+	// Ties counts the other nodes that scored as high as Node in that
+	// cycle (the scheduler picks among them by the order its filter
+	// workers finish in); TiedWith names the first of them, sorted.
+	Ties     int
+	TiedWith []string
+	// Other is how the node Plan.Compare names for the pod fared in its
+	// last cycle, when the pod is not on it.
+	Other *Verdict
+	// Rejections count, for a pod left pending, the nodes each filter
+	// status ("Plugin: reason") rejected in its last cycle.
+	Rejections map[string]int
 }
 
 // Simulation is a simulation's result.
@@ -105,6 +125,12 @@ type Simulation struct {
 	Outcomes []Outcome
 	// Unmodelled lists snapshot objects the simulator could not load.
 	Unmodelled []string
+	// Nodes, Quotas and Gangs are the totals when the simulation ends:
+	// every node's requests, every ElasticQuota's use and borrowing, every
+	// scheduler-plugins PodGroup's bound members.
+	Nodes  []NodeUse
+	Quotas []QuotaUse
+	Gangs  []GangUse
 	// Warnings say where the simulation departs from what would happen:
 	// in drain mode, drained pods another scheduler would replace, pods
 	// kubectl drain refuses to evict without a flag.
@@ -136,6 +162,12 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	s, err := Build(ctx, cfg, c)
 	if err != nil {
 		return nil, err
+	}
+	var recs []*recorder
+	for name, fw := range s.Scheduler.Profiles {
+		r := newRecorder(fw, plan.Compare)
+		s.Scheduler.Profiles[name] = r
+		recs = append(recs, r)
 	}
 	s.Informers.Start(ctx.Done())
 	s.DynInformers.Start(ctx.Done())
@@ -188,6 +220,9 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 			return nil, fmt.Errorf("reading pod %s/%s back: %w", key.Namespace, key.Name, err)
 		}
 		o := Outcome{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}
+		for _, r := range recs {
+			r.fill(&o)
+		}
 		if o.Node == "" {
 			for _, cond := range p.Status.Conditions {
 				if cond.Type == v1.PodScheduled && cond.Status == v1.ConditionFalse {
@@ -207,6 +242,23 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		a, b := sim.Outcomes[i], sim.Outcomes[j]
 		return a.Namespace < b.Namespace || a.Namespace == b.Namespace && a.Name < b.Name
 	})
+	eqs, err := c.CRD.SchedulingV1alpha1().ElasticQuotas(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing ElasticQuotas back: %w", err)
+	}
+	pgs, err := c.CRD.SchedulingV1alpha1().PodGroups(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing PodGroups back: %w", err)
+	}
+	var quotas []*schedv1alpha1.ElasticQuota
+	for i := range eqs.Items {
+		quotas = append(quotas, &eqs.Items[i])
+	}
+	var groups []*schedv1alpha1.PodGroup
+	for i := range pgs.Items {
+		groups = append(groups, &pgs.Items[i])
+	}
+	totals(sim, s.Cache.Dump().Nodes, quotas, groups)
 	return sim, nil
 }
 
