@@ -5,11 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/component-base/version"
 	"k8s.io/klog/v2"
@@ -32,13 +37,54 @@ type simulateReport struct {
 }
 
 type simulateTotals struct {
-	Pods           int   `json:"pods"`
-	Placed         []int `json:"placed"`
-	Pending        []int `json:"pending"`
-	Moved          int   `json:"moved"`
-	NewlyPending   int   `json:"newlyPending"`
-	NewlyPlaced    int   `json:"newlyPlaced"`
-	NewlyPreempted int   `json:"newlyPreempted"`
+	Pods    int   `json:"pods"`
+	Placed  []int `json:"placed"`
+	Pending []int `json:"pending"`
+	Moved   int   `json:"moved"`
+	// Ties are pods placed on another node that scored as high as the
+	// first config's node (or the other way round): not moved.
+	Ties           int `json:"ties"`
+	NewlyPending   int `json:"newlyPending"`
+	NewlyPlaced    int `json:"newlyPlaced"`
+	NewlyPreempted int `json:"newlyPreempted"`
+	// GangsNoLongerFitting are PodGroups with their minMember bound under
+	// the first config and not under the last.
+	GangsNoLongerFitting int `json:"gangsNoLongerFitting"`
+	// PendingReasons count, per filter status, the pending pods it kept off
+	// at least one node (and the nodes), per config.
+	PendingReasons []reasonTotal `json:"pendingReasons,omitempty"`
+	// Nodes, Quotas and Gangs are per config, in the order given.
+	Nodes  []nodeTotal  `json:"nodes,omitempty"`
+	Quotas []quotaTotal `json:"quotas,omitempty"`
+	Gangs  []gangTotal  `json:"gangs,omitempty"`
+}
+
+type reasonTotal struct {
+	Reason string `json:"reason"`
+	Pods   []int  `json:"pods"`
+	Nodes  []int  `json:"nodes"`
+}
+
+type nodeTotal struct {
+	Node string `json:"node"`
+	// CPU and Memory are the requested share of allocatable, in percent.
+	CPU    []float64 `json:"cpuPercent"`
+	Memory []float64 `json:"memoryPercent"`
+	Pods   []int     `json:"pods"`
+}
+
+type quotaTotal struct {
+	Namespace string            `json:"namespace"`
+	Name      string            `json:"name"`
+	Used      []v1.ResourceList `json:"used"`
+	Borrowed  []v1.ResourceList `json:"borrowed"`
+}
+
+type gangTotal struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	MinMember int32  `json:"minMember"`
+	Bound     []int  `json:"bound"`
 }
 
 type simulatedPod struct {
@@ -47,9 +93,12 @@ type simulatedPod struct {
 	// Outcomes are one per config, in the order given.
 	Outcomes []simulatedOutcome `json:"outcomes"`
 	// Change compares the last config's outcome with the first's: "",
-	// "moved", "newly-pending", "newly-placed", "newly-preempted" (empty
-	// when a config has no profile for the pod).
+	// "moved", "tie" (on another node that scored as high), "newly-pending",
+	// "newly-placed", "newly-preempted" (empty when a config has no profile
+	// for the pod).
 	Change string `json:"change,omitempty"`
+	// Why says, for a change, what decided it under the last config.
+	Why string `json:"why,omitempty"`
 }
 
 type simulatedOutcome struct {
@@ -59,6 +108,18 @@ type simulatedOutcome struct {
 	Preempted bool `json:"preempted,omitempty"`
 	// NotSimulated: the config has no profile for the pod's schedulerName.
 	NotSimulated bool `json:"notSimulated,omitempty"`
+	// Score is how Node scored in the pod's last scheduling cycle (per
+	// plugin, weighted); Ties counts the other nodes that scored as high,
+	// TiedWith names the first 20.
+	Score    *offline.Score `json:"score,omitempty"`
+	Ties     int            `json:"ties,omitempty"`
+	TiedWith []string       `json:"tiedWith,omitempty"`
+	// Compared is how the first config's node fared under this one, where
+	// the pod is elsewhere or pending.
+	Compared *offline.Verdict `json:"compared,omitempty"`
+	// Rejections count, for a pending pod, the nodes each filter status
+	// rejected in its last cycle.
+	Rejections map[string]int `json:"rejections,omitempty"`
 }
 
 func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
@@ -78,12 +139,15 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			"(cordoned, their pods evicted but DaemonSets' and mirror pods) and places the evicted pods again, one at a\n" +
 			"time in creation order, as their controllers' replacements would be, with a warning wherever a real drain\n" +
 			"would differ. With two configurations both run on the same snapshot and the pods whose\n" +
-			"outcome differs are listed: moved to another node, newly pending, newly placed.\n\n" +
+			"outcome differs are listed: moved to another node (with the plugins that scored the new node higher, or\n" +
+			"the filter that rejected the old one), newly pending, newly placed, newly preempted; a pod on another node\n" +
+			"that scored as high as its first one is a tie, not a move. The summary adds per-node requests, ElasticQuota\n" +
+			"borrowing, PodGroups that no longer fit, and what keeps pods pending.\n\n" +
 			"What differs by construction from the live scheduler: time (backoffs, Coscheduling's timeouts: the\n" +
 			"simulation ends when the scheduler has nothing left to try, without waiting for the queue's periodic\n" +
 			"flush), LoadAware's usage (as sampled in the snapshot, not as pods placed since add to it), and the order\n" +
-			"in which pods pending together reach the queue. Equal scores between nodes are not told apart from a\n" +
-			"change yet: a pod that moved between two equally good nodes is reported as moved.",
+			"in which pods pending together reach the queue, and which of equally scored nodes the scheduler picks\n" +
+			"(the order its filter workers finish in: -o json lists each pod's ties).",
 		Example: "  kubectl berth snapshot cluster.json.gz\n" +
 			"  kubectl berth simulate --snapshot cluster.json.gz --config current.yaml --config proposed.yaml\n" +
 			"  kubectl berth simulate --snapshot cluster.json.gz --config proposed.yaml --mode replace -o json --fail-on pending\n" +
@@ -141,6 +205,14 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 					return fmt.Errorf("%s: %w", configs[i], err)
 				}
 				sims = append(sims, sim)
+				// The next config's run says how the node this one chose
+				// fared there: a tie, outscored (by which plugins), rejected.
+				plan.Compare = map[string]string{}
+				for _, o := range sim.Outcomes {
+					if o.Node != "" {
+						plan.Compare[o.Namespace+"/"+o.Name] = o.Node
+					}
+				}
 			}
 			r.fill(sims)
 			if output == "json" {
@@ -219,7 +291,8 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 				index[k] = j
 				r.Pods = append(r.Pods, simulatedPod{Namespace: o.Namespace, Name: o.Name, Outcomes: make([]simulatedOutcome, len(sims))})
 			}
-			r.Pods[j].Outcomes[i] = simulatedOutcome{Node: o.Node, Reason: o.Reason, Preempted: o.Preempted}
+			r.Pods[j].Outcomes[i] = simulatedOutcome{Node: o.Node, Reason: o.Reason, Preempted: o.Preempted,
+				Score: o.Score, Ties: o.Ties, TiedWith: o.TiedWith, Compared: o.Other, Rejections: o.Rejections}
 			switch {
 			case o.Node != "":
 				r.Totals.Placed[i]++
@@ -237,27 +310,178 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 		}
 	}
 	r.Totals.Pods = len(r.Pods)
+	r.fillTotals(sims)
 	if len(sims) < 2 {
 		return
 	}
 	for i := range r.Pods {
-		a, b := r.Pods[i].Outcomes[0], r.Pods[i].Outcomes[len(sims)-1]
+		p := &r.Pods[i]
+		a, b := p.Outcomes[0], p.Outcomes[len(sims)-1]
 		switch {
 		case a.NotSimulated || b.NotSimulated:
 		case a.Node != "" && b.Preempted:
-			r.Pods[i].Change = "newly-preempted"
+			p.Change = "newly-preempted"
 			r.Totals.NewlyPreempted++
 		case a.Node != "" && b.Node == "":
-			r.Pods[i].Change = "newly-pending"
+			p.Change, p.Why = "newly-pending", compared(b)
 			r.Totals.NewlyPending++
 		case a.Node == "" && b.Node != "":
-			r.Pods[i].Change = "newly-placed"
+			p.Change = "newly-placed"
 			r.Totals.NewlyPlaced++
+		case a.Node != b.Node && (b.Compared.Tied(b.Score) || slices.Contains(a.TiedWith, b.Node)):
+			p.Change = "tie"
+			switch {
+			case b.Compared.Tied(b.Score):
+				p.Why = fmt.Sprintf("%s and %s scored the same (%d)", b.Node, a.Node, b.Score.Total)
+			default:
+				p.Why = fmt.Sprintf("%s and %s scored the same under %s (%d)", a.Node, b.Node, r.Configs[0], a.Score.Total)
+			}
+			r.Totals.Ties++
 		case a.Node != b.Node:
-			r.Pods[i].Change = "moved"
+			p.Change, p.Why = "moved", compared(b)
 			r.Totals.Moved++
 		}
 	}
+}
+
+// compared says why the last config did not put the pod where the first
+// did: that node's filter status, or how it scored against the chosen one.
+func compared(o simulatedOutcome) string {
+	v := o.Compared
+	switch {
+	case v == nil:
+		return o.Reason
+	case v.Rejected != "":
+		return fmt.Sprintf("%s rejected: %s", v.Node, v.Rejected)
+	case v.Score != nil && o.Score != nil:
+		return fmt.Sprintf("%s scored %d, %s %d%s", o.Node, o.Score.Total, v.Node, v.Score.Total, scoreDelta(o.Score, v.Score))
+	case v.NotEvaluated && o.Node != "":
+		return fmt.Sprintf("%s was not evaluated in the cycle that chose %s (the scheduler stops filtering after percentageOfNodesToScore feasible nodes, or took a nominated or batch-hinted node)", v.Node, o.Node)
+	case v.NotEvaluated:
+		return o.Reason
+	}
+	return fmt.Sprintf("%s passed the filters but was not scored (%s was the only node left to score, or the cycle ended before scoring)", v.Node, orPending(o.Node))
+}
+
+func orPending(node string) string {
+	if node == "" {
+		return "no node"
+	}
+	return node
+}
+
+// scoreDelta names the plugins that scored won above lost, largest
+// difference first: " (CELPolicy +100, NodeResourcesFit -8)".
+func scoreDelta(won, lost *offline.Score) string {
+	type d struct {
+		plugin string
+		by     int64
+	}
+	var ds []d
+	seen := map[string]bool{}
+	for _, p := range won.Plugins {
+		seen[p.Plugin] = true
+		if x := p.Score - pluginScore(lost, p.Plugin); x != 0 {
+			ds = append(ds, d{p.Plugin, x})
+		}
+	}
+	for _, p := range lost.Plugins {
+		if !seen[p.Plugin] && p.Score != 0 {
+			ds = append(ds, d{p.Plugin, -p.Score})
+		}
+	}
+	if len(ds) == 0 {
+		return ""
+	}
+	sort.SliceStable(ds, func(i, j int) bool { return abs(ds[i].by) > abs(ds[j].by) })
+	parts := make([]string, len(ds))
+	for i, x := range ds {
+		parts[i] = fmt.Sprintf("%s %+d", x.plugin, x.by)
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+func pluginScore(s *offline.Score, plugin string) int64 {
+	for _, p := range s.Plugins {
+		if p.Plugin == plugin {
+			return p.Score
+		}
+	}
+	return 0
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// fillTotals gathers the simulations' per-node, per-quota, per-gang and
+// per-reason totals side by side.
+func (r *simulateReport) fillTotals(sims []*offline.Simulation) {
+	n := len(sims)
+	nodes, quotas, gangs, reasons := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
+	for i, sim := range sims {
+		for _, u := range sim.Nodes {
+			j, ok := nodes[u.Node]
+			if !ok {
+				j = len(r.Totals.Nodes)
+				nodes[u.Node] = j
+				r.Totals.Nodes = append(r.Totals.Nodes, nodeTotal{Node: u.Node, CPU: make([]float64, n), Memory: make([]float64, n), Pods: make([]int, n)})
+			}
+			t := &r.Totals.Nodes[j]
+			t.CPU[i], t.Memory[i], t.Pods[i] = percent(u.CPURequested, u.CPUAllocatable), percent(u.MemoryRequested, u.MemoryAllocatable), u.Pods
+		}
+		for _, q := range sim.Quotas {
+			k := q.Namespace + "/" + q.Name
+			j, ok := quotas[k]
+			if !ok {
+				j = len(r.Totals.Quotas)
+				quotas[k] = j
+				r.Totals.Quotas = append(r.Totals.Quotas, quotaTotal{Namespace: q.Namespace, Name: q.Name, Used: make([]v1.ResourceList, n), Borrowed: make([]v1.ResourceList, n)})
+			}
+			r.Totals.Quotas[j].Used[i], r.Totals.Quotas[j].Borrowed[i] = q.Used, q.Borrowed
+		}
+		for _, g := range sim.Gangs {
+			k := g.Namespace + "/" + g.Name
+			j, ok := gangs[k]
+			if !ok {
+				j = len(r.Totals.Gangs)
+				gangs[k] = j
+				r.Totals.Gangs = append(r.Totals.Gangs, gangTotal{Namespace: g.Namespace, Name: g.Name, MinMember: g.MinMember, Bound: make([]int, n)})
+			}
+			r.Totals.Gangs[j].Bound[i] = g.Bound
+		}
+		for _, o := range sim.Outcomes {
+			for reason, nodeCount := range o.Rejections {
+				j, ok := reasons[reason]
+				if !ok {
+					j = len(r.Totals.PendingReasons)
+					reasons[reason] = j
+					r.Totals.PendingReasons = append(r.Totals.PendingReasons, reasonTotal{Reason: reason, Pods: make([]int, n), Nodes: make([]int, n)})
+				}
+				r.Totals.PendingReasons[j].Pods[i]++
+				r.Totals.PendingReasons[j].Nodes[i] += nodeCount
+			}
+		}
+	}
+	sort.SliceStable(r.Totals.PendingReasons, func(i, j int) bool {
+		a, b := r.Totals.PendingReasons[i], r.Totals.PendingReasons[j]
+		return a.Pods[n-1] > b.Pods[n-1] || a.Pods[n-1] == b.Pods[n-1] && a.Reason < b.Reason
+	})
+	for _, g := range r.Totals.Gangs {
+		if n > 1 && g.Bound[0] >= int(g.MinMember) && g.Bound[n-1] < int(g.MinMember) {
+			r.Totals.GangsNoLongerFitting++
+		}
+	}
+}
+
+func percent(part, whole int64) float64 {
+	if whole == 0 {
+		return 0
+	}
+	return math.Round(1000*float64(part)/float64(whole)) / 10
 }
 
 // seenIn says whether sim has an outcome for the pod.
@@ -283,8 +507,12 @@ func appendNew(to []string, items ...string) []string {
 	return to
 }
 
-// printTable prints a summary, then one line per pod (with two configs,
-// per pod whose outcome changed).
+// tableRows caps each section of the table (-o json has every row).
+const tableRows = 10
+
+// printTable prints a one-screen summary (counts, gangs, quotas, the nodes
+// whose use changed most, what keeps pods pending), then one line per pod
+// (with two configs, per pod whose outcome changed).
 func (r *simulateReport) printTable(w io.Writer) error {
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
@@ -300,8 +528,23 @@ func (r *simulateReport) printTable(w io.Writer) error {
 	for i, c := range r.Configs {
 		fmt.Fprintf(w, "  %s: %d placed, %d pending\n", c, r.Totals.Placed[i], r.Totals.Pending[i])
 	}
+	last := len(r.Configs) - 1
 	if len(r.Configs) == 2 {
-		fmt.Fprintf(w, "  changed: %d moved, %d newly pending, %d newly placed, %d newly preempted\n", r.Totals.Moved, r.Totals.NewlyPending, r.Totals.NewlyPlaced, r.Totals.NewlyPreempted)
+		fmt.Fprintf(w, "  changed: %d moved, %d newly pending, %d newly placed, %d newly preempted; %d ties (another node that scored as high: not a change)\n",
+			r.Totals.Moved, r.Totals.NewlyPending, r.Totals.NewlyPlaced, r.Totals.NewlyPreempted, r.Totals.Ties)
+	}
+	r.printGangs(w)
+	r.printQuotas(w)
+	r.printNodes(w)
+	if len(r.Totals.PendingReasons) > 0 {
+		fmt.Fprintf(w, "  kept pending (pods, under %s):\n", strings.Join(r.Configs, " → "))
+		for i, t := range r.Totals.PendingReasons {
+			if i == tableRows {
+				fmt.Fprintf(w, "    … %d more reasons (-o json)\n", len(r.Totals.PendingReasons)-i)
+				break
+			}
+			fmt.Fprintf(w, "    %s: %s\n", joinInts(t.Pods), t.Reason)
+		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -317,18 +560,146 @@ func (r *simulateReport) printTable(w io.Writer) error {
 		return o.Node
 	}
 	if len(r.Configs) == 1 {
-		fmt.Fprintln(tw, "NAMESPACE\tPOD\tNODE\tREASON")
+		fmt.Fprintln(tw, "NAMESPACE\tPOD\tNODE\tTIES\tREASON")
 		for _, p := range r.Pods {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Namespace, p.Name, node(p.Outcomes[0]), p.Outcomes[0].Reason)
+			o := p.Outcomes[0]
+			ties := ""
+			if o.Ties > 0 {
+				ties = fmt.Sprint(o.Ties)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, node(o), ties, o.Reason)
 		}
 		return tw.Flush()
 	}
-	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCHANGE\tCURRENT\tPROPOSED\tREASON")
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCHANGE\tCURRENT\tPROPOSED\tWHY")
 	for _, p := range r.Pods {
 		if p.Change == "" {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Change, node(p.Outcomes[0]), node(p.Outcomes[1]), p.Outcomes[1].Reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Change, node(p.Outcomes[0]), node(p.Outcomes[last]), p.Why)
 	}
 	return tw.Flush()
+}
+
+func joinInts(xs []int) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprint(x)
+	}
+	return strings.Join(parts, " → ")
+}
+
+// printGangs lists the gangs that no longer fit (two configs) or do not fit
+// (one).
+func (r *simulateReport) printGangs(w io.Writer) {
+	last := len(r.Configs) - 1
+	var lines []string
+	for _, g := range r.Totals.Gangs {
+		fitsFirst, fitsLast := g.Bound[0] >= int(g.MinMember), g.Bound[last] >= int(g.MinMember)
+		if fitsLast || last > 0 && !fitsFirst {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("%s/%s (%s of %d bound)", g.Namespace, g.Name, joinInts(g.Bound), g.MinMember))
+	}
+	if len(lines) == 0 && len(r.Totals.Gangs) == 0 {
+		return
+	}
+	what := "gangs not fitting"
+	if last > 0 {
+		what = "gangs no longer fitting"
+	}
+	fmt.Fprintf(w, "  %s: %d of %d%s\n", what, len(lines), len(r.Totals.Gangs), listed(lines))
+}
+
+// printQuotas prints each quota's borrowing (above its min), per config.
+func (r *simulateReport) printQuotas(w io.Writer) {
+	if len(r.Totals.Quotas) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  quota borrowing (above min, under %s):\n", strings.Join(r.Configs, " → "))
+	for i, q := range r.Totals.Quotas {
+		if i == tableRows {
+			fmt.Fprintf(w, "    … %d more quotas (-o json)\n", len(r.Totals.Quotas)-i)
+			break
+		}
+		parts := make([]string, len(q.Borrowed))
+		for j, b := range q.Borrowed {
+			parts[j] = resourceList(b)
+		}
+		fmt.Fprintf(w, "    %s/%s: %s\n", q.Namespace, q.Name, strings.Join(parts, " → "))
+	}
+}
+
+func resourceList(l v1.ResourceList) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	names := make([]string, 0, len(l))
+	for n := range l {
+		names = append(names, string(n))
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		q := l[v1.ResourceName(n)]
+		parts[i] = n + " " + q.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// printNodes prints the nodes whose requested CPU or memory changed most
+// between the configs (one config: the fullest).
+func (r *simulateReport) printNodes(w io.Writer) {
+	if len(r.Totals.Nodes) == 0 {
+		return
+	}
+	last := len(r.Configs) - 1
+	nodes := slices.Clone(r.Totals.Nodes)
+	weight := func(t nodeTotal) float64 {
+		if last == 0 {
+			return max(t.CPU[0], t.Memory[0])
+		}
+		return max(math.Abs(t.CPU[last]-t.CPU[0]), math.Abs(t.Memory[last]-t.Memory[0]))
+	}
+	sort.SliceStable(nodes, func(i, j int) bool { return weight(nodes[i]) > weight(nodes[j]) })
+	if last > 0 {
+		changed := 0
+		for _, t := range nodes {
+			if weight(t) > 0 {
+				changed++
+			}
+		}
+		nodes = nodes[:changed]
+		fmt.Fprintf(w, "  nodes whose requests changed: %d of %d\n", changed, len(r.Totals.Nodes))
+	} else {
+		fmt.Fprintf(w, "  fullest nodes (requests of allocatable):\n")
+	}
+	for i, t := range nodes {
+		if i == tableRows {
+			fmt.Fprintf(w, "    … %d more (-o json)\n", len(nodes)-i)
+			break
+		}
+		fmt.Fprintf(w, "    %s: cpu %s%%, memory %s%%, pods %s\n", t.Node, joinFloats(t.CPU), joinFloats(t.Memory), joinInts(t.Pods))
+	}
+}
+
+func joinFloats(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return strings.Join(parts, " → ")
+}
+
+// listed appends up to tableRows items: ": a, b, …".
+func listed(items []string) string {
+	if len(items) == 0 {
+		return ""
+	}
+	more := ""
+	if len(items) > tableRows {
+		more = fmt.Sprintf(", … %d more (-o json)", len(items)-tableRows)
+		items = items[:tableRows]
+	}
+	return ": " + strings.Join(items, ", ") + more
 }

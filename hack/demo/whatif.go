@@ -97,7 +97,8 @@ func runWhatIf(ctx context.Context, kubectlBerth, kubeconfig, dir string) error 
 		return fmt.Errorf("kubectl berth simulate: %w", err)
 	}
 	// The table's rows of changed pods: NAMESPACE POD CHANGE CURRENT
-	// PROPOSED [REASON], after the header.
+	// PROPOSED [WHY], after the header. A tie (another node that scored as
+	// high) is no change.
 	var changes []string
 	moved, header := false, false
 	rows := strings.Split(string(out), "\n")
@@ -108,11 +109,13 @@ func runWhatIf(ctx context.Context, kubectlBerth, kubeconfig, dir string) error 
 		header = true
 		for _, r := range rows[i+1:] {
 			f := strings.Fields(r)
-			if len(f) < 5 {
+			if len(f) < 5 || f[2] == "tie" {
 				continue
 			}
 			changes = append(changes, fmt.Sprintf("%s %s %s -> %s", f[1], f[2], f[3], f[4]))
-			moved = f[1] == whatIfPod && f[2] == "moved" && f[3] == whatIfFrom && onDemand(f[4])
+			// The why names the rule's plugin: it scored the on-demand
+			// node higher than spot-1.
+			moved = f[1] == whatIfPod && f[2] == "moved" && f[3] == whatIfFrom && onDemand(f[4]) && strings.Contains(r, "CELPolicy +")
 		}
 	}
 	if !header {

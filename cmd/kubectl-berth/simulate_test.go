@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/berth-scheduler/berth/internal/offline"
+)
+
+func score(total int64, plugins ...offline.PluginScore) *offline.Score {
+	return &offline.Score{Total: total, Plugins: plugins}
+}
+
+func TestSimulateDiffTellsTiesFromMovesAndSaysWhy(t *testing.T) {
+	current := &offline.Simulation{
+		Outcomes: []offline.Outcome{
+			{Namespace: "team", Name: "tied", Node: "n1", Score: score(150)},
+			{Namespace: "team", Name: "moved", Node: "n1", Score: score(150)},
+			{Namespace: "team", Name: "refused", Node: "n1"},
+			{Namespace: "team", Name: "same", Node: "n2"},
+		},
+		Gangs: []offline.GangUse{{Namespace: "team", Name: "g", MinMember: 2, Bound: 2}},
+	}
+	proposed := &offline.Simulation{
+		Outcomes: []offline.Outcome{
+			{Namespace: "team", Name: "tied", Node: "n2", Score: score(150), Other: &offline.Verdict{Node: "n1", Score: score(150)}},
+			{Namespace: "team", Name: "moved", Node: "n2",
+				Score: score(190, offline.PluginScore{Plugin: "CELPolicy", Score: 100}, offline.PluginScore{Plugin: "NodeResourcesFit", Score: 90}),
+				Other: &offline.Verdict{Node: "n1", Score: score(150, offline.PluginScore{Plugin: "CELPolicy", Score: 0}, offline.PluginScore{Plugin: "NodeResourcesFit", Score: 150})}},
+			{Namespace: "team", Name: "refused", Reason: "0/2 nodes are available", Other: &offline.Verdict{Node: "n1", Rejected: "CELPolicy: batch pods run on the batch pool"},
+				Rejections: map[string]int{"CELPolicy: batch pods run on the batch pool": 2}},
+			{Namespace: "team", Name: "same", Node: "n2"},
+		},
+		Gangs: []offline.GangUse{{Namespace: "team", Name: "g", MinMember: 2, Bound: 1}},
+	}
+	r := &simulateReport{Configs: []string{"current.yaml", "proposed.yaml"}}
+	r.fill([]*offline.Simulation{current, proposed})
+	got := map[string]simulatedPod{}
+	for _, p := range r.Pods {
+		got[p.Name] = p
+	}
+	if p := got["tied"]; p.Change != "tie" {
+		t.Errorf("tied: change %q (%s), want tie: n1 scored as high as n2", p.Change, p.Why)
+	}
+	if p := got["moved"]; p.Change != "moved" || !strings.Contains(p.Why, "n2 scored 190, n1 150 (CELPolicy +100, NodeResourcesFit -60)") {
+		t.Errorf("moved: %q %q, want moved, with the plugins' differences, largest first", p.Change, p.Why)
+	}
+	if p := got["refused"]; p.Change != "newly-pending" || p.Why != "n1 rejected: CELPolicy: batch pods run on the batch pool" {
+		t.Errorf("refused: %q %q, want newly-pending, with the filter that rejected n1", p.Change, p.Why)
+	}
+	if p := got["same"]; p.Change != "" {
+		t.Errorf("same: %q, want no change", p.Change)
+	}
+	if r.Totals.Moved != 1 || r.Totals.Ties != 1 || r.Totals.NewlyPending != 1 || r.Totals.GangsNoLongerFitting != 1 {
+		t.Errorf("totals %+v, want 1 moved, 1 tie, 1 newly pending, 1 gang no longer fitting", r.Totals)
+	}
+	if len(r.Totals.PendingReasons) != 1 || r.Totals.PendingReasons[0].Pods[1] != 1 || r.Totals.PendingReasons[0].Nodes[1] != 2 {
+		t.Errorf("pending reasons %+v, want the rule's: 1 pod, 2 nodes under proposed.yaml", r.Totals.PendingReasons)
+	}
+	var out bytes.Buffer
+	if err := r.printTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1 moved, 1 newly pending, 0 newly placed, 0 newly preempted; 1 ties", "gangs no longer fitting: 1 of 1: team/g (2 → 1 of 2 bound)",
+		"team       tied     tie"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
