@@ -2,6 +2,8 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -11,8 +13,13 @@ import (
 	. "github.com/onsi/gomega"
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+	"sigs.k8s.io/yaml"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 )
@@ -22,22 +29,59 @@ import (
 type simulateReport struct {
 	Pods []struct {
 		Namespace, Name string
-		Outcomes        []struct{ Node, Reason string }
+		Outcomes        []struct {
+			Node, Reason string
+			Ties         int
+			TiedWith     []string
+		}
+	}
+	Totals struct {
+		Quotas []struct {
+			Namespace string
+			Borrowed  []v1.ResourceList
+		}
+		Gangs []struct {
+			Namespace, Name string
+			MinMember       int32
+			Bound           []int
+		}
 	}
 }
 
+// suiteProfiles writes the configuration of the suite's scheduler (its
+// merged scheduler-config.yaml: every profile as the scheduler runs it,
+// Coscheduling's queue sort shared) with only the named profiles, and
+// returns its path: simulate then places again only those profiles' pods.
+func suiteProfiles(names ...string) string {
+	GinkgoHelper()
+	raw, err := os.ReadFile(filepath.Join(env.Dir, "scheduler-config.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	var doc map[string]any
+	Expect(yaml.Unmarshal(raw, &doc)).To(Succeed())
+	var kept []any
+	for _, p := range doc["profiles"].([]any) {
+		if slices.Contains(names, p.(map[string]any)["schedulerName"].(string)) {
+			kept = append(kept, p)
+		}
+	}
+	Expect(kept).To(HaveLen(len(names)), "profiles %v in the suite's configuration", names)
+	doc["profiles"] = kept
+	out, err := yaml.Marshal(doc)
+	Expect(err).NotTo(HaveOccurred())
+	path := filepath.Join(env.Dir, "simulate-"+strings.Join(names, "-")+".yaml")
+	Expect(os.WriteFile(path, out, 0o600)).To(Succeed())
+	return path
+}
+
 // snapshotAndSimulate takes a snapshot of the suite's cluster (named name)
-// with kubectl berth snapshot and simulates it with
-// manifests/examples/celpolicy.yaml and args, as JSON.
-func snapshotAndSimulate(ctx SpecContext, name string, args ...string) simulateReport {
+// with kubectl berth snapshot and simulates it under config with args, as
+// JSON.
+func snapshotAndSimulate(ctx SpecContext, name, config string, args ...string) simulateReport {
 	GinkgoHelper()
 	file := filepath.Join(env.Dir, name+".json.gz")
 	out, err := exec.CommandContext(ctx, kubectlBerthBin(), "snapshot", file, "--kubeconfig", env.Kubeconfig).CombinedOutput()
 	Expect(err).NotTo(HaveOccurred(), string(out))
-	root, err := sandbox.RepoRoot()
-	Expect(err).NotTo(HaveOccurred())
-	cmd := exec.CommandContext(ctx, kubectlBerthBin(), append([]string{"simulate", "--snapshot", file, "-o", "json",
-		"--config", filepath.Join(root, "manifests", "examples", "celpolicy.yaml")}, args...)...)
+	cmd := exec.CommandContext(ctx, kubectlBerthBin(), append([]string{"simulate", "--snapshot", file, "-o", "json", "--config", config}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	raw, err := cmd.Output()
@@ -45,6 +89,40 @@ func snapshotAndSimulate(ctx SpecContext, name string, args ...string) simulateR
 	var report simulateReport
 	Expect(json.Unmarshal(raw, &report)).To(Succeed(), string(raw))
 	return report
+}
+
+// expectPlacedAsSimulated compares where the scheduler put ns's pods (""
+// for pending; ended pods left out, as simulate leaves them) with where
+// simulate --mode replace put them: the same node, or a node simulate
+// reports as tied with its own (the scheduler picks among equally scored
+// nodes by the order its filter workers finish in). It returns the
+// simulated outcomes by pod.
+func expectPlacedAsSimulated(ctx SpecContext, ns string, report simulateReport) map[string]int {
+	GinkgoHelper()
+	pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	placed := map[string]string{}
+	for _, p := range pods.Items {
+		if p.Status.Phase != v1.PodFailed && p.Status.Phase != v1.PodSucceeded && p.DeletionTimestamp == nil {
+			placed[p.Name] = p.Spec.NodeName
+		}
+	}
+	simulated := map[string]string{}
+	ties := map[string]int{}
+	var disagree []string
+	for _, p := range report.Pods {
+		if p.Namespace != ns {
+			continue
+		}
+		o := p.Outcomes[0]
+		simulated[p.Name], ties[p.Name] = o.Node, o.Ties
+		if real, ok := placed[p.Name]; ok && real != o.Node && !slices.Contains(o.TiedWith, real) {
+			disagree = append(disagree, fmt.Sprintf("%s: scheduler %q, simulate %q (tied with %v; %s)", p.Name, real, o.Node, o.TiedWith, o.Reason))
+		}
+	}
+	Expect(disagree).To(BeEmpty(), "simulate disagrees with the scheduler")
+	Expect(simulated).To(HaveLen(len(placed)), "simulated %v, placed %v", simulated, placed)
+	return ties
 }
 
 // kubectl berth simulate agrees with the scheduler: the suite's scheduler
@@ -88,7 +166,7 @@ var _ = Describe("kubectl berth simulate", func() {
 			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, name)).Should(Equal(want[name]), "the scheduler places %s", name)
 		}
 
-		report := snapshotAndSimulate(ctx, "simulate-agree", "--mode", "replace")
+		report := snapshotAndSimulate(ctx, "simulate-agree", suiteProfiles("berth-celpolicy"), "--mode", "replace")
 		got := map[string]string{}
 		reasons := map[string]string{}
 		for _, p := range report.Pods {
@@ -142,7 +220,7 @@ var _ = Describe("kubectl berth simulate --mode drain", func() {
 		}
 		Eventually(nodesOf(nil)).Should(Equal([]string{"drain-spot", "drain-spot"}), "the scheduler puts both on the spot node")
 
-		report := snapshotAndSimulate(ctx, "simulate-drain", "--mode", "drain", "--nodes", "drain-spot")
+		report := snapshotAndSimulate(ctx, "simulate-drain", suiteProfiles("berth-celpolicy"), "--mode", "drain", "--nodes", "drain-spot")
 		var simulated []string
 		evicted := map[string]bool{}
 		for _, p := range report.Pods {
@@ -162,5 +240,177 @@ var _ = Describe("kubectl berth simulate --mode drain", func() {
 			Expect(env.Client.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}})).To(Succeed())
 		}
 		Eventually(nodesOf(evicted), "30s").Should(Equal(simulated), "the replacements land where simulate said")
+	})
+})
+
+// isolated returns, for a spec's own nodes, a taint and the node labels, and
+// for its pods the toleration and node selector: the snapshot's other pods
+// of the profile, placed again first when they are older, cannot take the
+// spec's room, and the spec's pods go nowhere else.
+func isolated(key string, labels map[string]string) ([]v1.Taint, map[string]string, []v1.Toleration, map[string]string) {
+	out := map[string]string{key: "true"}
+	for k, v := range labels {
+		out[k] = v
+	}
+	return []v1.Taint{{Key: key, Value: "true", Effect: v1.TaintEffectNoSchedule}}, out,
+		[]v1.Toleration{{Key: key, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}}, map[string]string{key: "true"}
+}
+
+// createOneAtATime creates the pods in order, each bound to want[name] (or
+// found unschedulable, for "") before the next: the order simulate's
+// replace mode places them in.
+func createOneAtATime(ctx SpecContext, want map[string]string, pods ...sandbox.PodSpec) {
+	GinkgoHelper()
+	for _, p := range pods {
+		_, err := sandbox.CreatePod(ctx, env.Client, p)
+		Expect(err).NotTo(HaveOccurred())
+		if want[p.Name] == "" {
+			Eventually(sandbox.EventsFor(ctx, env.Client, p.Namespace, p.Name, "FailedScheduling")).ShouldNot(BeEmpty(), "%s stays pending", p.Name)
+			continue
+		}
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, p.Namespace, p.Name)).Should(Equal(want[p.Name]), "the scheduler places %s", p.Name)
+	}
+}
+
+// Each plugin's scenario, placed by the suite's scheduler with the plugin's
+// profile, then snapshotted and simulated with that profile in replace
+// mode: every pod where the scheduler put it, up to ties reported as ties.
+var _ = Describe("kubectl berth simulate agrees with the scheduler", func() {
+	It("reports a pod placed between two equally scored nodes as a tie, not a difference", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "simulate-tie")
+		taint, labels, tolerate, selector := isolated("berth.dev/simulate-tie", nil)
+		createNodes(ctx,
+			sandbox.NodeSpec{Name: "tie-a", CPU: "2", Memory: "8Gi", Labels: labels, Taints: taint},
+			sandbox.NodeSpec{Name: "tie-b", CPU: "2", Memory: "8Gi", Labels: labels, Taints: taint})
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "web-1", SchedulerName: "berth-celpolicy", CPU: "1",
+			Labels: map[string]string{"tier": "web"}, NodeSelector: selector, Tolerations: tolerate})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "web-1")).Should(BeElementOf("tie-a", "tie-b"))
+
+		report := snapshotAndSimulate(ctx, "simulate-tie", suiteProfiles("berth-celpolicy"), "--mode", "replace")
+		ties := expectPlacedAsSimulated(ctx, ns, report)
+		Expect(ties).To(HaveKeyWithValue("web-1", 1), "the other node scored as high: one tie")
+	})
+
+	It("on ElasticQuota's scenario: a namespace borrowing another's idle min up to the total", func(ctx SpecContext) {
+		eqClient, err := versioned.NewForConfig(env.Config)
+		Expect(err).NotTo(HaveOccurred())
+		borrower, lender := newNamespace(ctx, "simulate-eq-a"), newNamespace(ctx, "simulate-eq-b")
+		createQuotaMax(ctx, eqClient, borrower, "1", "4")
+		createQuotaMax(ctx, eqClient, lender, "2", "4") // idle: lends its min
+		taint, labels, tolerate, selector := isolated("berth.dev/simulate-eq", nil)
+		createNodes(ctx, sandbox.NodeSpec{Name: "sim-eq", CPU: "8", Memory: "8Gi", Labels: labels, Taints: taint})
+		// Within its min, then borrowing up to the sum of the quotas' min (3
+		// CPU): the fourth waits.
+		want := map[string]string{"q-1": "sim-eq", "q-2": "sim-eq", "q-3": "sim-eq", "q-4": ""}
+		var pods []sandbox.PodSpec
+		for _, name := range []string{"q-1", "q-2", "q-3", "q-4"} {
+			pods = append(pods, sandbox.PodSpec{Namespace: borrower, Name: name, SchedulerName: "berth-elasticquota", CPU: "1", NodeSelector: selector, Tolerations: tolerate})
+		}
+		createOneAtATime(ctx, want, pods...)
+
+		report := snapshotAndSimulate(ctx, "simulate-eq", suiteProfiles("berth-elasticquota"), "--mode", "replace")
+		expectPlacedAsSimulated(ctx, borrower, report)
+		var borrowed *resource.Quantity
+		for _, q := range report.Totals.Quotas {
+			if q.Namespace == borrower {
+				b := q.Borrowed[0][v1.ResourceCPU]
+				borrowed = &b
+			}
+		}
+		Expect(borrowed).NotTo(BeNil(), "the borrower's quota in the totals: %+v", report.Totals.Quotas)
+		Expect(borrowed.Cmp(resource.MustParse("2"))).To(Equal(0), "borrowed %s CPU above its min, want 2", borrowed)
+	})
+
+	It("on Coscheduling's scenario: a gang bound whole", func(ctx SpecContext) {
+		pgClient, err := versioned.NewForConfig(env.Config)
+		Expect(err).NotTo(HaveOccurred())
+		ns := newNamespace(ctx, "simulate-gang")
+		_, err = pgClient.SchedulingV1alpha1().PodGroups(ns).Create(ctx, &schedv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "g"},
+			Spec:       schedv1alpha1.PodGroupSpec{MinMember: 2, ScheduleTimeoutSeconds: ptr.To[int32](30)},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		taint, labels, tolerate, selector := isolated("berth.dev/simulate-gang", nil)
+		createNodes(ctx, sandbox.NodeSpec{Name: "sim-gang", CPU: "4", Memory: "8Gi", Labels: labels, Taints: taint})
+		for _, name := range []string{"g-0", "g-1"} {
+			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: name, SchedulerName: "scheduler-plugins-scheduler", CPU: "1",
+				Labels: map[string]string{schedv1alpha1.PodGroupLabel: "g"}, NodeSelector: selector, Tolerations: tolerate})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		for _, name := range []string{"g-0", "g-1"} {
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, name)).Should(Equal("sim-gang"))
+		}
+
+		report := snapshotAndSimulate(ctx, "simulate-gang", suiteProfiles("scheduler-plugins-scheduler"), "--mode", "replace")
+		expectPlacedAsSimulated(ctx, ns, report)
+		var bound []int
+		for _, g := range report.Totals.Gangs {
+			if g.Namespace == ns && g.Name == "g" {
+				bound = g.Bound
+			}
+		}
+		Expect(bound).To(Equal([]int{2}), "the gang's bound members in the totals: %+v", report.Totals.Gangs)
+	})
+
+	It("on LoadAware's scenario: pods kept off the node metrics-server reports as hot", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "simulate-load")
+		taint, labels, tolerate, selector := isolated("berth.dev/simulate-load", nil)
+		createKWOKNodes(ctx,
+			sandbox.NodeSpec{Name: "sim-load-hot", CPU: "8", Memory: "16Gi", Labels: labels, Taints: taint},
+			sandbox.NodeSpec{Name: "sim-load-cool", CPU: "4", Memory: "8Gi", Labels: labels, Taints: taint})
+		Expect(kwok.SetUsage(ctx, "sim-load-hot", "7500m", "1Gi")).To(Succeed())
+		Expect(kwok.SetUsage(ctx, "sim-load-cool", "100m", "1Gi")).To(Succeed())
+		waitForMetrics(ctx, "sim-load-hot", 7)
+		waitForMetrics(ctx, "sim-load-cool", 0)
+		// The hot node has twice the room: by requests alone it would win.
+		want := map[string]string{"api-1": "sim-load-cool", "api-2": "sim-load-cool"}
+		createOneAtATime(ctx, want,
+			sandbox.PodSpec{Namespace: ns, Name: "api-1", SchedulerName: "loadaware-metrics-fast", CPU: "500m", Memory: "128Mi", NodeSelector: selector, Tolerations: tolerate},
+			sandbox.PodSpec{Namespace: ns, Name: "api-2", SchedulerName: "loadaware-metrics-fast", CPU: "500m", Memory: "128Mi", NodeSelector: selector, Tolerations: tolerate})
+
+		report := snapshotAndSimulate(ctx, "simulate-load", suiteProfiles("loadaware-metrics-fast"), "--mode", "replace")
+		expectPlacedAsSimulated(ctx, ns, report)
+	})
+
+	It("on AdmissionFeedback's scenario: a controller's replacement kept off the node that refused its sibling", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "simulate-refusal")
+		rc := refusalCluster(ctx, "simulate")
+		r := replicaSet(ctx, rc, ns, "sim-web", "berth-admissionfeedback")
+		Eventually(rc.RefusedCount(ctx)).Should(Equal(1))
+		Eventually(r.Active(ctx)).Should(HaveLen(1))
+		replacement := must(r.Active(ctx)())[0]
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, replacement)).Should(BeElementOf(rc.Others))
+
+		// The refused pod (Failed on the black hole, the roomiest node) is in
+		// the snapshot; simulate places the replacement again.
+		report := snapshotAndSimulate(ctx, "simulate-refusal", suiteProfiles("berth-admissionfeedback"), "--mode", "replace")
+		expectPlacedAsSimulated(ctx, ns, report)
+	})
+
+	It("on ConfirmBinder's and Explain's scenarios", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "simulate-confirm-explain")
+		taint, labels, tolerate, selector := isolated("berth.dev/simulate-ce", nil)
+		_, spotLabels, _, _ := isolated("berth.dev/simulate-ce", map[string]string{"lifecycle": "spot"})
+		createNodes(ctx,
+			sandbox.NodeSpec{Name: "sim-confirm", CPU: "2", Memory: "8Gi", Labels: map[string]string{"berth.dev/simulate-ce": "true", "role": "confirm"}, Taints: taint},
+			sandbox.NodeSpec{Name: "sim-spot", CPU: "2", Memory: "8Gi", Labels: spotLabels, Taints: taint},
+			sandbox.NodeSpec{Name: "sim-on-demand", CPU: "6", Memory: "8Gi", Labels: labels, Taints: taint})
+		confirm := map[string]string{"role": "confirm"}
+		for k, v := range selector {
+			confirm[k] = v
+		}
+		// ConfirmBinder: the node fits two; the third waits. Explain's
+		// profile: batch-prefers-spot outweighs the on-demand node's room.
+		want := map[string]string{"c-1": "sim-confirm", "c-2": "sim-confirm", "c-3": "", "batch-1": "sim-spot", "web-1": "sim-on-demand"}
+		createOneAtATime(ctx, want,
+			sandbox.PodSpec{Namespace: ns, Name: "c-1", SchedulerName: "berth-confirmbinder", CPU: "1", NodeSelector: confirm, Tolerations: tolerate},
+			sandbox.PodSpec{Namespace: ns, Name: "c-2", SchedulerName: "berth-confirmbinder", CPU: "1", NodeSelector: confirm, Tolerations: tolerate},
+			sandbox.PodSpec{Namespace: ns, Name: "c-3", SchedulerName: "berth-confirmbinder", CPU: "1", NodeSelector: confirm, Tolerations: tolerate},
+			sandbox.PodSpec{Namespace: ns, Name: "batch-1", SchedulerName: "berth-explain", CPU: "1", Labels: map[string]string{"tier": "batch"}, NodeSelector: selector, Tolerations: tolerate},
+			sandbox.PodSpec{Namespace: ns, Name: "web-1", SchedulerName: "berth-explain", CPU: "1", Labels: map[string]string{"tier": "web"}, NodeSelector: selector, Tolerations: tolerate})
+
+		report := snapshotAndSimulate(ctx, "simulate-confirm-explain", suiteProfiles("berth-confirmbinder", "berth-explain"), "--mode", "replace")
+		expectPlacedAsSimulated(ctx, ns, report)
 	})
 })
