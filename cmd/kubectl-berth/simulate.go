@@ -328,13 +328,13 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 		case a.Node == "" && b.Node != "":
 			p.Change = "newly-placed"
 			r.Totals.NewlyPlaced++
-		case a.Node != b.Node && (b.Compared.Tied(b.Score) || slices.Contains(a.TiedWith, b.Node)):
+		case a.Node != b.Node && tied(a, b):
 			p.Change = "tie"
 			switch {
 			case b.Compared.Tied(b.Score):
 				p.Why = fmt.Sprintf("%s and %s scored the same (%d)", b.Node, a.Node, b.Score.Total)
 			default:
-				p.Why = fmt.Sprintf("%s and %s scored the same under %s (%d)", a.Node, b.Node, r.Configs[0], a.Score.Total)
+				p.Why = fmt.Sprintf("%s and %s scored the same under %s (%d); %s did not score %s", a.Node, b.Node, r.Configs[0], a.Score.Total, r.Configs[len(sims)-1], a.Node)
 			}
 			r.Totals.Ties++
 		case a.Node != b.Node:
@@ -342,6 +342,17 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 			r.Totals.Moved++
 		}
 	}
+}
+
+// tied says whether a pod the first config put on a.Node and the last on
+// b.Node could have landed on either under one config: the last config's
+// verdict on a.Node when it has one (it scored as high, or it did not: a
+// move), else the first config's ties.
+func tied(a, b simulatedOutcome) bool {
+	if v := b.Compared; v != nil && (v.Score != nil || v.Rejected != "") {
+		return v.Tied(b.Score)
+	}
+	return slices.Contains(a.TiedWith, b.Node)
 }
 
 // compared says why the last config did not put the pod where the first
@@ -355,19 +366,14 @@ func compared(o simulatedOutcome) string {
 		return fmt.Sprintf("%s rejected: %s", v.Node, v.Rejected)
 	case v.Score != nil && o.Score != nil:
 		return fmt.Sprintf("%s scored %d, %s %d%s", o.Node, o.Score.Total, v.Node, v.Score.Total, scoreDelta(o.Score, v.Score))
-	case v.NotEvaluated && o.Node != "":
-		return fmt.Sprintf("%s was not evaluated in the cycle that chose %s (the scheduler stops filtering after percentageOfNodesToScore feasible nodes, or took a nominated or batch-hinted node)", v.Node, o.Node)
-	case v.NotEvaluated:
+	case o.Node == "":
+		// Pending: the scheduler's own message says why (the node may have
+		// passed the filters and then failed at Reserve or Permit).
 		return o.Reason
+	case v.NotEvaluated:
+		return fmt.Sprintf("%s was not evaluated in the cycle that chose %s (the scheduler stops filtering after percentageOfNodesToScore feasible nodes, or took the pod's nominated node)", v.Node, o.Node)
 	}
-	return fmt.Sprintf("%s passed the filters but was not scored (%s was the only node left to score, or the cycle ended before scoring)", v.Node, orPending(o.Node))
-}
-
-func orPending(node string) string {
-	if node == "" {
-		return "no node"
-	}
-	return node
+	return fmt.Sprintf("%s passed the filters but was not scored in the cycle that chose %s (the scheduler stops after percentageOfNodesToScore feasible nodes)", v.Node, o.Node)
 }
 
 // scoreDelta names the plugins that scored won above lost, largest

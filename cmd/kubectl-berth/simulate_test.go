@@ -19,6 +19,9 @@ func TestSimulateDiffTellsTiesFromMovesAndSaysWhy(t *testing.T) {
 			{Namespace: "team", Name: "moved", Node: "n1", Score: score(150)},
 			{Namespace: "team", Name: "refused", Node: "n1"},
 			{Namespace: "team", Name: "same", Node: "n2"},
+			{Namespace: "team", Name: "tied-then-rejected", Node: "n1", Score: score(150), Ties: 1, TiedWith: []string{"n2"}},
+			{Namespace: "team", Name: "tied-then-unseen", Node: "n1", Score: score(150), Ties: 1, TiedWith: []string{"n2"}},
+			{Namespace: "team", Name: "refused-at-permit", Node: "n1", Score: score(150)},
 		},
 		Gangs: []offline.GangUse{{Namespace: "team", Name: "g", MinMember: 2, Bound: 2}},
 	}
@@ -31,6 +34,12 @@ func TestSimulateDiffTellsTiesFromMovesAndSaysWhy(t *testing.T) {
 			{Namespace: "team", Name: "refused", Reason: "0/2 nodes are available", Other: &offline.Verdict{Node: "n1", Rejected: "CELPolicy: batch pods run on the batch pool"},
 				Rejections: map[string]int{"CELPolicy: batch pods run on the batch pool": 2}},
 			{Namespace: "team", Name: "same", Node: "n2"},
+			// A tie under current, but proposed rejects n1: a move.
+			{Namespace: "team", Name: "tied-then-rejected", Node: "n2", Score: score(150), Other: &offline.Verdict{Node: "n1", Rejected: "CELPolicy: no"}},
+			// A tie under current; proposed did not evaluate n1.
+			{Namespace: "team", Name: "tied-then-unseen", Node: "n2", Score: score(150), Other: &offline.Verdict{Node: "n1", NotEvaluated: true}},
+			// Scored n1, then refused at Permit: the scheduler's message.
+			{Namespace: "team", Name: "refused-at-permit", Reason: "waiting for the gang", Other: &offline.Verdict{Node: "n1", Score: score(150)}},
 		},
 		Gangs: []offline.GangUse{{Namespace: "team", Name: "g", MinMember: 2, Bound: 1}},
 	}
@@ -49,11 +58,20 @@ func TestSimulateDiffTellsTiesFromMovesAndSaysWhy(t *testing.T) {
 	if p := got["refused"]; p.Change != "newly-pending" || p.Why != "n1 rejected: CELPolicy: batch pods run on the batch pool" {
 		t.Errorf("refused: %q %q, want newly-pending, with the filter that rejected n1", p.Change, p.Why)
 	}
+	if p := got["tied-then-rejected"]; p.Change != "moved" || p.Why != "n1 rejected: CELPolicy: no" {
+		t.Errorf("tied-then-rejected: %q %q, want moved: proposed rejects n1, whatever current's tie", p.Change, p.Why)
+	}
+	if p := got["tied-then-unseen"]; p.Change != "tie" {
+		t.Errorf("tied-then-unseen: %q %q, want tie: proposed has no verdict on n1, current tied it with n2", p.Change, p.Why)
+	}
+	if p := got["refused-at-permit"]; p.Change != "newly-pending" || p.Why != "waiting for the gang" {
+		t.Errorf("refused-at-permit: %q %q, want newly-pending with the scheduler's message", p.Change, p.Why)
+	}
 	if p := got["same"]; p.Change != "" {
 		t.Errorf("same: %q, want no change", p.Change)
 	}
-	if r.Totals.Moved != 1 || r.Totals.Ties != 1 || r.Totals.NewlyPending != 1 || r.Totals.GangsNoLongerFitting != 1 {
-		t.Errorf("totals %+v, want 1 moved, 1 tie, 1 newly pending, 1 gang no longer fitting", r.Totals)
+	if r.Totals.Moved != 2 || r.Totals.Ties != 2 || r.Totals.NewlyPending != 2 || r.Totals.GangsNoLongerFitting != 1 {
+		t.Errorf("totals %+v, want 2 moved, 2 ties, 2 newly pending, 1 gang no longer fitting", r.Totals)
 	}
 	if len(r.Totals.PendingReasons) != 1 || r.Totals.PendingReasons[0].Pods[1] != 1 || r.Totals.PendingReasons[0].Nodes[1] != 2 {
 		t.Errorf("pending reasons %+v, want the rule's: 1 pod, 2 nodes under proposed.yaml", r.Totals.PendingReasons)
@@ -62,10 +80,18 @@ func TestSimulateDiffTellsTiesFromMovesAndSaysWhy(t *testing.T) {
 	if err := r.printTable(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"1 moved, 1 newly pending, 0 newly placed, 0 newly preempted; 1 ties", "gangs no longer fitting: 1 of 1: team/g (2 → 1 of 2 bound)",
-		"team       tied     tie"} {
+	for _, want := range []string{"2 moved, 2 newly pending, 0 newly placed, 0 newly preempted; 2 ties", "gangs no longer fitting: 1 of 1: team/g (2 → 1 of 2 bound)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[0] == "team" {
+			rows[f[1]] = f[2]
+		}
+	}
+	if rows["tied"] != "tie" || rows["moved"] != "moved" || rows["same"] != "" {
+		t.Errorf("table rows %v, want tied as tie, moved as moved, same not listed:\n%s", rows, out.String())
 	}
 }

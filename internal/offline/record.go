@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -83,9 +84,16 @@ type recorder struct {
 	// record (where another simulation placed the pod).
 	watch map[string]string
 
+	// cur is the running cycle (one at a time): read by every Filter call,
+	// from the cycle's parallel workers, so without a lock.
+	cur atomic.Pointer[cycle]
+
 	mu     sync.Mutex
-	cur    *cycle            // the running cycle (one at a time)
 	cycles map[string]*cycle // each pod's last cycle
+	// frozen: the simulation settled and its outcomes are being read; a
+	// cycle started now (a late re-activation) no longer replaces a pod's
+	// record.
+	frozen atomic.Bool
 }
 
 func newRecorder(fw framework.Framework, watch map[string]string) *recorder {
@@ -97,10 +105,12 @@ func podName(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
 // RunPreFilterPlugins starts a cycle.
 func (r *recorder) RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string]) {
 	c := &cycle{watch: r.watch[podName(pod)]}
-	r.mu.Lock()
-	r.cur = c
-	r.cycles[podName(pod)] = c
-	r.mu.Unlock()
+	r.cur.Store(c)
+	if !r.frozen.Load() {
+		r.mu.Lock()
+		r.cycles[podName(pod)] = c
+		r.mu.Unlock()
+	}
 	res, s, plugins := r.Framework.RunPreFilterPlugins(ctx, state, pod)
 	if c.watch == "" {
 		return res, s, plugins
@@ -126,6 +136,18 @@ func (r *recorder) RunPreFilterPlugins(ctx context.Context, state fwk.CycleState
 	return res, s, plugins
 }
 
+// GetNodeHint gives no hint: every pod gets a full cycle, so that each
+// placement has its scores and ties. OpportunisticBatching's hint reuses
+// the sorted scores of the previous pod of the same signature when each
+// such pod takes a node of its own, and names the node a full cycle would
+// pick (up to ties); taking it only saves the filtering and scoring.
+func (r *recorder) GetNodeHint(context.Context, *v1.Pod, fwk.PodSignature, fwk.CycleState, int64) string {
+	return ""
+}
+
+// freeze keeps each pod's record as it is: the simulation has settled.
+func (r *recorder) freeze() { r.frozen.Store(true) }
+
 // statusText is a rejection as the scheduler's diagnosis words it, with the
 // plugin that rejected.
 func statusText(s *fwk.Status) string {
@@ -135,12 +157,8 @@ func statusText(s *fwk.Status) string {
 	return s.Plugin() + ": " + s.Message()
 }
 
-// current is the running cycle, if it is pod's.
-func (r *recorder) current() *cycle {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cur
-}
+// current is the running cycle.
+func (r *recorder) current() *cycle { return r.cur.Load() }
 
 // RunFilterPluginsWithNominatedPods records the watched node's status.
 func (r *recorder) RunFilterPluginsWithNominatedPods(ctx context.Context, state fwk.CycleState, pod *v1.Pod, info fwk.NodeInfo) *fwk.Status {
@@ -156,29 +174,31 @@ func (r *recorder) RunFilterPluginsWithNominatedPods(ctx context.Context, state 
 	return s
 }
 
-// RunScorePlugins keeps the scores until Reserve names the node chosen.
+// RunScorePlugins keeps the scores until Reserve names the node chosen
+// (prioritizeNodes adds scheduler extenders' scores to them in place after
+// this returns).
 func (r *recorder) RunScorePlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
 	scores, s := r.Framework.RunScorePlugins(ctx, state, pod, nodes)
 	if c := r.current(); c != nil && s.IsSuccess() {
+		c.mu.Lock()
 		c.scores = scores
-		if c.watch != "" {
-			for i := range scores {
-				if scores[i].Name == c.watch {
-					c.other = scoreOf(&scores[i])
-				}
-			}
-		}
+		c.mu.Unlock()
 	}
 	return scores, s
 }
 
 // RunReservePluginsReserve learns the node chosen: it keeps that node's
-// score and the nodes that scored as high, and drops the rest.
+// score, the nodes that scored as high and the watched node's score, and
+// drops the rest.
 func (r *recorder) RunReservePluginsReserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	if c := r.current(); c != nil {
+		c.mu.Lock()
 		for i := range c.scores {
-			if c.scores[i].Name == nodeName {
+			switch c.scores[i].Name {
+			case nodeName:
 				c.score = scoreOf(&c.scores[i])
+			case c.watch:
+				c.other = scoreOf(&c.scores[i])
 			}
 		}
 		if c.score != nil {
@@ -193,35 +213,38 @@ func (r *recorder) RunReservePluginsReserve(ctx context.Context, state fwk.Cycle
 			sort.Strings(c.tied)
 		}
 		c.scores = nil
+		c.mu.Unlock()
 	}
 	return r.Framework.RunReservePluginsReserve(ctx, state, pod, nodeName)
 }
 
 // RunPostFilterPlugins runs when the cycle found no node: it counts the
-// nodes each status rejected, as the scheduler's diagnosis holds them.
+// nodes each status rejected, as the scheduler's diagnosis holds them. A
+// node a PreFilter's node set left out carries only the plugins' names
+// there; the node's Filter plugins are run (in parallel, as the cycle runs
+// them) to say why — a rule's message rather than "didn't satisfy plugin(s)
+// [CELPolicy]".
 func (r *recorder) RunPostFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	if c := r.current(); c != nil {
 		if nodes, err := r.SnapshotSharedLister().NodeInfos().List(); err == nil {
-			byStatus := map[*fwk.Status]int{} // absent nodes share one status
-			for _, ni := range nodes {
-				st := m.Get(ni.Node().Name)
-				if st.IsSuccess() {
-					continue
-				}
-				if st.Plugin() == "" && st.Code() == fwk.UnschedulableAndUnresolvable {
-					// Left out by a PreFilter's node set (the diagnosis
-					// names only the plugins): the node's Filter says why.
-					if fs := r.Framework.RunFilterPlugins(ctx, state, pod, ni); !fs.IsSuccess() {
+			statuses := make([]*fwk.Status, len(nodes))
+			r.Parallelizer().Until(ctx, len(nodes), func(i int) {
+				st := m.Get(nodes[i].Node().Name)
+				if !st.IsSuccess() && st.Plugin() == "" && st.Code() == fwk.UnschedulableAndUnresolvable {
+					if fs := r.Framework.RunFilterPlugins(ctx, state, pod, nodes[i]); !fs.IsSuccess() {
 						st = fs
 					}
 				}
-				byStatus[st]++
+				statuses[i] = st
+			}, "simulateRejections")
+			counts := map[string]int{}
+			for _, st := range statuses {
+				if !st.IsSuccess() {
+					counts[statusText(st)]++
+				}
 			}
 			c.mu.Lock()
-			c.rejections = map[string]int{}
-			for st, n := range byStatus {
-				c.rejections[statusText(st)] += n
-			}
+			c.rejections = counts
 			c.mu.Unlock()
 		}
 	}

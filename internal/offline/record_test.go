@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -123,7 +124,7 @@ func TestSimulateCountsWhatKeptAPodPending(t *testing.T) {
 func TestSimulateTotalsNodesQuotasAndGangs(t *testing.T) {
 	quota := &schedv1alpha1.ElasticQuota{TypeMeta: metav1.TypeMeta{APIVersion: "scheduling.x-k8s.io/v1alpha1", Kind: "ElasticQuota"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "team"},
-		Spec:       schedv1alpha1.ElasticQuotaSpec{Min: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}, Max: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8")}}}
+		Spec:       schedv1alpha1.ElasticQuotaSpec{Min: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}, Max: v1.ResourceList{v1.ResourceCPU: resource.MustParse("8"), v1.ResourcePods: resource.MustParse("10")}}}
 	group := &schedv1alpha1.PodGroup{TypeMeta: metav1.TypeMeta{APIVersion: "scheduling.x-k8s.io/v1alpha1", Kind: "PodGroup"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "g"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 3}}
 	member := simPod("g-0", "web", "web-1", 3)
@@ -145,7 +146,39 @@ func TestSimulateTotalsNodesQuotasAndGangs(t *testing.T) {
 	if u, b := q.Used[v1.ResourceCPU], q.Borrowed[v1.ResourceCPU]; u.Cmp(resource.MustParse("3")) != 0 || b.Cmp(resource.MustParse("2")) != 0 {
 		t.Errorf("quota %+v, want 3 CPUs used, 2 borrowed above its min of 1", q)
 	}
+	if b := q.Borrowed[v1.ResourcePods]; b.Cmp(resource.MustParse("3")) != 0 {
+		t.Errorf("quota %+v, want 3 pods borrowed: pods has a max and no min (a min of 0)", q)
+	}
 	if len(sim.Gangs) != 1 || sim.Gangs[0].Bound != 1 || sim.Gangs[0].Fits() {
 		t.Errorf("gangs %+v, want g with 1 of its 3 members bound, not fitting", sim.Gangs)
+	}
+}
+
+// Identical pods that each fill a node are what OpportunisticBatching hints
+// for: a hinted pod skips filtering and scoring. The simulation takes no
+// hint, so every placement has its scores and ties.
+func TestSimulateScoresEveryPlacementEvenWhereTheSchedulerWouldBatch(t *testing.T) {
+	objs := []runtime.Object{teamNamespace()}
+	for i, cpu := range []string{"1", "1", "1", "1"} {
+		objs = append(objs, simNode(fmt.Sprintf("web-%d", i), "web", cpu))
+	}
+	for i := range 3 {
+		objs = append(objs, simPod(fmt.Sprintf("web-%d", i), "web", "", i))
+	}
+	// Without default spreading constraints: PodTopologySpread signs pods
+	// only then, and batching needs every plugin's signature.
+	config := batchPoolConfig + `  - name: PodTopologySpread
+    args:
+      defaultingType: List
+`
+	sim := simulateWith(t, config, Plan{Mode: ModePending}, objs...)
+	for _, o := range sim.Outcomes {
+		if o.Node == "" {
+			t.Errorf("%s pending: %s", o.Name, o.Reason)
+			continue
+		}
+		if o.Score == nil {
+			t.Errorf("%s on %s without scores (a hinted placement?)", o.Name, o.Node)
+		}
 	}
 }

@@ -209,6 +209,9 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 			return nil, err
 		}
 	}
+	for _, r := range recs {
+		r.freeze()
+	}
 
 	for _, key := range places {
 		p, err := c.Kube.CoreV1().Pods(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})

@@ -25,7 +25,9 @@ import (
 
 // BenchmarkSimulate simulates a snapshot of 1,000 nodes and 10,000 pods
 // under manifests/examples/all-plugins.yaml (every Berth plugin), in both
-// modes, once each (-benchtime 1x), and reports the process's peak RSS.
+// modes and in replace mode as a second configuration's run (every pod
+// compared with another node), once each (-benchtime 1x), and reports the
+// process's peak RSS.
 // Run: go test -run '^$' -bench Simulate -benchtime 1x ./internal/offline
 func BenchmarkSimulate(b *testing.B) {
 	klog.SetLogger(logr.Discard())
@@ -60,11 +62,21 @@ func BenchmarkSimulate(b *testing.B) {
 				Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi")}}}}},
 			Status: v1.PodStatus{Phase: v1.PodPending}})
 	}
-	for _, mode := range []Mode{ModePending, ModeReplace} {
-		b.Run(fmt.Sprintf("%s/%dNodes_%dPods", mode, nodes, pods), func(b *testing.B) {
+	// A second configuration's run compares every pod with the node the
+	// first put it on (here: an arbitrary one).
+	compare := map[string]string{}
+	for i := range pods {
+		compare[fmt.Sprintf("bench/pod-%05d", i)] = fmt.Sprintf("node-%04d", (i*7)%nodes)
+	}
+	for _, plan := range []Plan{{Mode: ModePending}, {Mode: ModeReplace}, {Mode: ModeReplace, Compare: compare}} {
+		name := string(plan.Mode)
+		if plan.Compare != nil {
+			name += "+compare"
+		}
+		b.Run(fmt.Sprintf("%s/%dNodes_%dPods", name, nodes, pods), func(b *testing.B) {
 			for b.Loop() {
 				start := time.Now()
-				sim, err := Simulate(context.Background(), cfg, snap, Plan{Mode: mode})
+				sim, err := Simulate(context.Background(), cfg, snap, plan)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -98,7 +98,8 @@ func totals(sim *Simulation, nodes map[string]*framework.NodeInfo, quotas []*sch
 		for r := range names {
 			u := used[q.Namespace][r]
 			qu.Used[r] = u
-			if m, ok := q.Spec.Min[r]; ok && u.Cmp(m) > 0 {
+			// A resource max names and min does not has a min of 0.
+			if m := q.Spec.Min[r]; u.Cmp(m) > 0 {
 				if qu.Borrowed == nil {
 					qu.Borrowed = v1.ResourceList{}
 				}
