@@ -163,6 +163,7 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	if err != nil {
 		return nil, err
 	}
+	sim.Warnings = append(sim.Warnings, byConstruction(s.Profiles)...)
 	var recs []*recorder
 	for name, fw := range s.Scheduler.Profiles {
 		r := newRecorder(fw, plan.Compare)
@@ -263,6 +264,30 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	}
 	totals(sim, s.Cache.Dump().Nodes, quotas, groups)
 	return sim, nil
+}
+
+// byConstruction says, for the plugins of profiles that decide on what a
+// snapshot cannot hold, where the simulation cannot agree with the cluster.
+func byConstruction(profiles []Profile) []string {
+	var out []string
+	uses := func(plugin string) []string {
+		var names []string
+		for _, p := range profiles {
+			if slices.Contains(p.Plugins, plugin) {
+				names = append(names, p.SchedulerName)
+			}
+		}
+		return names
+	}
+	if ps := uses("LoadAware"); len(ps) > 0 {
+		out = append(out, fmt.Sprintf("LoadAware (profiles %s) reads node usage as the snapshot holds it (NodeMetrics as fresh as when it was taken, usage annotations): the pods the simulation places add only LoadAware's own estimate of them, not the usage they would show later",
+			strings.Join(ps, ", ")))
+	}
+	if ps := uses("Coscheduling"); len(ps) > 0 {
+		out = append(out, fmt.Sprintf("Coscheduling (profiles %s) runs on the simulation's clock: members reach the queue in creation order (replace, drain) or all at once (pending), a gang waits at Permit as long as its timeout, and the simulation ends without the queue's periodic retry of gangs that timed out",
+			strings.Join(ps, ", ")))
+	}
+	return out
 }
 
 // waitSettled waits until the scheduler has nothing to do: its active and

@@ -220,6 +220,9 @@ func TestSimulateFeedsLoadAwareTheSnapshotsNodeMetrics(t *testing.T) {
 	if o := outcomes(sim)["web-a"]; o.Node != "idle" {
 		t.Errorf("web-a %+v: want it on idle (busy's sampled usage is over LoadAware's threshold)", o)
 	}
+	if len(sim.Warnings) != 1 || !strings.Contains(sim.Warnings[0], "LoadAware (profiles berth-sim) reads node usage as the snapshot holds it") {
+		t.Errorf("warnings %q, want one saying LoadAware's usage is the snapshot's", sim.Warnings)
+	}
 }
 
 func TestSimulateDrainCordonsTheNodesAndPlacesTheirPodsElsewhere(t *testing.T) {
