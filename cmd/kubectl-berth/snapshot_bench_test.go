@@ -36,7 +36,11 @@ func BenchmarkSnapshot(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cp.Stop()
+	defer func() {
+		if err := cp.Stop(); err != nil {
+			b.Error(err)
+		}
+	}()
 	cfg := *cp.Config
 	cfg.QPS, cfg.Burst = -1, 0 // filling, not measured
 	c, err := kubernetes.NewForConfig(&cfg)

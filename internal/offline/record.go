@@ -128,7 +128,7 @@ func (r *recorder) RunPreFilterPlugins(ctx context.Context, state fwk.CycleState
 		c.filtered = true
 		c.rejected = "node(s) didn't satisfy plugin(s) " + strings.Join(sets.List(plugins), ", ")
 		if ni, err := r.SnapshotSharedLister().NodeInfos().Get(c.watch); err == nil {
-			if fs := r.Framework.RunFilterPlugins(ctx, state, pod, ni); !fs.IsSuccess() {
+			if fs := r.RunFilterPlugins(ctx, state, pod, ni); !fs.IsSuccess() {
 				c.rejected = statusText(fs)
 			}
 		}
@@ -231,7 +231,7 @@ func (r *recorder) RunPostFilterPlugins(ctx context.Context, state fwk.CycleStat
 			r.Parallelizer().Until(ctx, len(nodes), func(i int) {
 				st := m.Get(nodes[i].Node().Name)
 				if !st.IsSuccess() && st.Plugin() == "" && st.Code() == fwk.UnschedulableAndUnresolvable {
-					if fs := r.Framework.RunFilterPlugins(ctx, state, pod, nodes[i]); !fs.IsSuccess() {
+					if fs := r.RunFilterPlugins(ctx, state, pod, nodes[i]); !fs.IsSuccess() {
 						st = fs
 					}
 				}
