@@ -309,17 +309,27 @@ func attribute(s *profile.Sample) string {
 	return cpuOther
 }
 
-// inCycle reports whether a sample ran in a scheduling cycle.
+// inCycle reports whether a sample ran in a scheduling cycle. The
+// harness's own workers (creating the pods through the same
+// workqueue.ParallelizeUntil the scheduler's parallelizer uses) are not.
 func inCycle(s *profile.Sample) bool {
+	in := false
 	for _, loc := range s.Location {
 		for _, line := range loc.Line {
-			if line.Function != nil && hasPrefix(line.Function.Name, cycleFrames) {
-				return true
+			if line.Function == nil {
+				continue
 			}
+			if strings.HasPrefix(line.Function.Name, harnessFrames) {
+				return false
+			}
+			in = in || hasPrefix(line.Function.Name, cycleFrames)
 		}
 	}
-	return false
+	return in
 }
+
+// harnessFrames are scheduler_perf's functions.
+const harnessFrames = "k8s.io/kubernetes/test/integration/"
 
 func hasPrefix(s string, prefixes []string) bool {
 	return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(s, p) })
