@@ -1,0 +1,160 @@
+package deploy
+
+import (
+	"fmt"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
+)
+
+// Kubernetes' own gangs (scheduling.k8s.io/v1beta1 PodGroups, the PodGroup
+// scheduling cycle) under manifests/examples/native-gangs.yaml: bin/scheduler
+// with the GenericWorkload gate, on the suite's API server that serves the
+// API. Pods and groups are created as a Job controller would create them:
+// the PodGroup, then its pods naming it in spec.schedulingGroup.
+var _ = Describe("the native-gangs profile", func() {
+	var ns string
+	var eq versioned.Interface
+
+	// gang creates a PodGroup of minCount and its pods of cpu each; extra
+	// changes each pod before it is created.
+	gang := func(ctx SpecContext, name string, minCount int32, pods int, cpu string, extra func(*v1.Pod)) []string {
+		GinkgoHelper()
+		_, err := env.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, &schedulingv1beta1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+				Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		var names []string
+		for i := range pods {
+			p := sandbox.MakePod(sandbox.PodSpec{Namespace: ns, Name: fmt.Sprintf("%s-%d", name, i), SchedulerName: "berth-native-gangs", CPU: cpu, Memory: "64Mi"})
+			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
+			if extra != nil {
+				extra(p)
+			}
+			_, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			names = append(names, p.Name)
+		}
+		return names
+	}
+	bound := func(ctx SpecContext, names []string) func() (int, error) {
+		return func() (int, error) {
+			n := 0
+			for _, name := range names {
+				p, err := env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return 0, err
+				}
+				if p.Spec.NodeName != "" {
+					n++
+				}
+			}
+			return n, nil
+		}
+	}
+	usedCPU := func(ctx SpecContext) func() (string, error) {
+		return func() (string, error) {
+			q, err := eq.SchedulingV1alpha1().ElasticQuotas(ns).Get(ctx, "quota", metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			u := q.Status.Used[v1.ResourceCPU]
+			return u.String(), nil
+		}
+	}
+
+	BeforeEach(func(ctx SpecContext) {
+		cfg, err := sandbox.PrepareConfig(env.Dir, "native-gangs.yaml", env.Kubeconfig, false, filepath.Join(root, "manifests", "examples", "native-gangs.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		logPath := filepath.Join(env.Dir, "native-gangs.log")
+		p, err := sandbox.StartSchedulerProcess(schedulerBin, cfg, logPath, "--feature-gates=GenericWorkload=true", "--v=2")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(p.Stop)
+		GinkgoWriter.Printf("scheduler log: %s\n", logPath)
+
+		n, err := env.Client.CoreV1().Namespaces().Create(ctx, sandbox.Namespace("native-gangs"), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		ns = n.Name
+		DeferCleanup(func(ctx SpecContext) {
+			_ = env.Client.CoreV1().Pods(ns).DeleteCollection(ctx, *metav1.NewDeleteOptions(0), metav1.ListOptions{})
+			_ = env.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		})
+		for _, s := range []sandbox.NodeSpec{
+			{Name: "native-1", CPU: "4", Memory: "8Gi"},
+			{Name: "native-gpu", CPU: "8", Memory: "8Gi", Labels: map[string]string{"nvidia.com/gpu.present": "true"}},
+		} {
+			_, err := sandbox.CreateNode(ctx, env.Client, s)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) {
+				_ = env.Client.CoreV1().Nodes().Delete(ctx, s.Name, metav1.DeleteOptions{})
+			})
+		}
+		eq, err = versioned.NewForConfig(env.Config)
+		Expect(err).NotTo(HaveOccurred())
+		_, err = eq.SchedulingV1alpha1().ElasticQuotas(ns).Create(ctx, &schedv1alpha1.ElasticQuota{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota"},
+			Spec: schedv1alpha1.ElasticQuotaSpec{
+				Min: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")},
+				Max: v1.ResourceList{v1.ResourceCPU: resource.MustParse("2")},
+			},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("admits a gang whole through its quota: one that does not fit binds nothing and leaves used as it was, one that fits binds whole", func(ctx SpecContext) {
+		// A pod outside any gang: the quota's used is 500m.
+		single := gang(ctx, "single", 1, 1, "500m", nil)
+		Eventually(bound(ctx, single)).Should(Equal(1))
+		Eventually(usedCPU(ctx)).Should(Equal("500m"))
+
+		// Three members of 1 CPU: 3.5 CPU against a max of 2. The cycle
+		// admits the first member, refuses the second and reverts the first.
+		tooBig := gang(ctx, "too-big", 3, 3, "1", nil)
+		Eventually(sandbox.EventsFor(ctx, env.Client, ns, tooBig[0], "FailedScheduling")).ShouldNot(BeEmpty())
+		Consistently(bound(ctx, tooBig), "5s").Should(Equal(0))
+		Consistently(usedCPU(ctx), "3s").Should(Equal("500m"), "a reverted gang leaves the quota's used as it was")
+
+		// Two members of 500m: 1.5 CPU in all, within max. Bound whole.
+		Expect(env.Client.CoreV1().Pods(ns).DeleteCollection(ctx, *metav1.NewDeleteOptions(0), metav1.ListOptions{})).To(Succeed())
+		Eventually(usedCPU(ctx)).Should(Equal("0"))
+		fits := gang(ctx, "fits", 2, 2, "500m", nil)
+		Eventually(bound(ctx, fits)).Should(Equal(2))
+		Eventually(usedCPU(ctx)).Should(Equal("1"))
+	})
+
+	It("fails a gang whose member a CELPolicy rule rejects, with the rule in the member's status", func(ctx SpecContext) {
+		// The second member may run only on the GPU node, and asks for no
+		// GPU: rule gpu-nodes-for-gpu-pods keeps it off. The first fits.
+		members := gang(ctx, "trainer", 2, 2, "500m", func(p *v1.Pod) {
+			if p.Name == "trainer-1" {
+				p.Spec.NodeSelector = map[string]string{"nvidia.com/gpu.present": "true"}
+			}
+		})
+		Eventually(func() (string, error) {
+			p, err := env.Client.CoreV1().Pods(ns).Get(ctx, members[1], metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
+					return c.Message, nil
+				}
+			}
+			return "", nil
+		}).Should(ContainSubstring("GPU nodes are reserved for pods that request GPUs"))
+		Consistently(bound(ctx, members), "5s").Should(Equal(0), "no member of a gang that does not fit is bound")
+		Consistently(usedCPU(ctx), "2s").Should(Equal("0"))
+	})
+})
