@@ -125,11 +125,21 @@ func leafOf(fns []string) string {
 // package path has no domain ("runtime.mapaccess1_faststr",
 // "internal/runtime/maps.newarray", not "k8s.io/...").
 func stdlib(fn string) bool {
+	fn, _, _ = strings.Cut(fn, "[") // a generic's type arguments name other packages
 	first, _, path := strings.Cut(fn, "/")
 	return !path || !strings.Contains(first, ".")
 }
 
-func short(fn string) string { return fn[strings.LastIndex(fn, "/")+1:] }
+// short is a function's name without its package path (and without a
+// generic's type arguments).
+func short(fn string) string {
+	name, _, generic := strings.Cut(fn, "[")
+	name = name[strings.LastIndex(name, "/")+1:]
+	if generic {
+		name += "[…]" + fn[strings.LastIndex(fn, "]")+1:]
+	}
+	return name
+}
 
 // splitReport prints, for each round in dir, the two cases' cycle CPU per
 // pod side by side, then the median over rounds of each row.
@@ -193,7 +203,7 @@ func splitReport(w io.Writer, dir, base, other string, pods float64) error {
 		for _, r := range rounds {
 			b, o, d = append(b, ms(get(r.b))), append(o, ms(get(r.o))), append(d, ms(get(r.o)-get(r.b)))
 		}
-		fmt.Fprintf(w, "| %s | %.3f | %.3f | %+.3f |\n", label, median(b), median(o), median(d))
+		fmt.Fprintf(w, "| %s | %.3f | %.3f | %+.3f (%+.3f to %+.3f) |\n", label, median(b), median(o), median(d), slices.Min(d), slices.Max(d))
 	}
 	// table prints the first n rows, then the rest in one.
 	table := func(n int, prefix string, get func(*split) map[string]float64) {
@@ -212,7 +222,7 @@ func splitReport(w io.Writer, dir, base, other string, pods float64) error {
 			})
 		}
 	}
-	fmt.Fprintf(w, "%d rounds; CPU ms per measured pod, median over rounds (the difference is the median of each round's difference).\n\n", len(rounds))
+	fmt.Fprintf(w, "%d rounds; CPU ms per measured pod, median over rounds; the difference is the median of each round's difference (so not the difference of the medians), with its least and greatest.\n\n", len(rounds))
 	fmt.Fprintf(w, "| | %s | %s | difference |\n| --- | --- | --- | --- |\n", base, other)
 	line("**scheduling cycle**", func(s *split) float64 { return s.cycle })
 	table(6, "under ", func(s *split) map[string]float64 { return s.phase })
