@@ -366,8 +366,8 @@ func readState(state fwk.CycleState) (*preFilterState, error) {
 }
 
 // Reserve counts the pod against its quota until the informer sees it bound.
-func (pl *ElasticQuota) Reserve(_ context.Context, _ fwk.CycleState, p *v1.Pod, _ string) *fwk.Status {
-	pl.shared.mgr.assume(p)
+func (pl *ElasticQuota) Reserve(_ context.Context, state fwk.CycleState, p *v1.Pod, _ string) *fwk.Status {
+	pl.shared.mgr.assume(p, state.IsPodGroupSchedulingCycle())
 	return nil
 }
 

@@ -70,7 +70,7 @@ func (c *quotaCollector) CollectWithStability(ch chan<- metrics.Metric) {
 	for _, sh := range states.All() {
 		sh.mgr.mu.RLock()
 		for ns, q := range sh.mgr.quotas {
-			used := sh.mgr.nsUsed[ns]
+			used := sh.mgr.reported(ns)
 			for name := range q.accounted {
 				emit := func(kind string, v int64) {
 					ch <- metrics.NewLazyConstMetric(quotaDesc, metrics.GaugeValue, scaled(name, v), ns, string(name), kind)

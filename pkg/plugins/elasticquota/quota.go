@@ -123,6 +123,12 @@ type podEntry struct {
 	leaving bool
 	// deleting: the informer saw its deletionTimestamp.
 	deleting bool
+	// simulated: reserved by a pod group's scheduling cycle, which reserves
+	// each member to see whether the whole group fits and reverts them all
+	// before reserving the feasible ones again for binding. It counts for
+	// admission (the group is admitted whole), not in status.used or the
+	// used gauge, which must never show a reservation that is reverted.
+	simulated bool
 	// preemptedAt: when this scheduler's preemption chose the pod as a
 	// victim (zero: it did not). The pod counts as leaving from then, whatever
 	// the informer delivers before its deletion, for leavingGrace at most: a
@@ -145,10 +151,13 @@ type manager struct {
 	quotas    map[string]*quota // by namespace
 	nsUsed    map[string]vec    // by namespace, quota or not
 	nsLeaving map[string]vec    // part of nsUsed held by pods being deleted
-	pods      map[types.UID]*podEntry
-	nominated map[types.UID]*podEntry
-	totalMin  vec // sum of min over quotas
-	totalUsed vec // sum of used over namespaces with a quota
+	// nsSimulated is the part of nsUsed held by a pod group cycle's
+	// simulated reservations: in admission, not in what is reported.
+	nsSimulated map[string]vec
+	pods        map[types.UID]*podEntry
+	nominated   map[types.UID]*podEntry
+	totalMin    vec // sum of min over quotas
+	totalUsed   vec // sum of used over namespaces with a quota
 	// dirty are namespaces whose status.used may be out of date.
 	dirty sets.Set[string]
 	// preempted are the pods counted as leaving because a preemption chose
@@ -159,16 +168,17 @@ type manager struct {
 
 func newManager() *manager {
 	return &manager{
-		quotas:    map[string]*quota{},
-		nsUsed:    map[string]vec{},
-		nsLeaving: map[string]vec{},
-		pods:      map[types.UID]*podEntry{},
-		nominated: map[types.UID]*podEntry{},
-		totalMin:  vec{},
-		totalUsed: vec{},
-		dirty:     sets.New[string](),
-		preempted: sets.New[types.UID](),
-		now:       time.Now,
+		quotas:      map[string]*quota{},
+		nsUsed:      map[string]vec{},
+		nsLeaving:   map[string]vec{},
+		nsSimulated: map[string]vec{},
+		pods:        map[types.UID]*podEntry{},
+		nominated:   map[types.UID]*podEntry{},
+		totalMin:    vec{},
+		totalUsed:   vec{},
+		dirty:       sets.New[string](),
+		preempted:   sets.New[types.UID](),
+		now:         time.Now,
 	}
 }
 
@@ -195,10 +205,39 @@ func (m *manager) countLocked(e *podEntry, sign int64) {
 	if e.leaving {
 		addTo(m.nsLeaving, e.ns, e.req, sign)
 	}
+	if e.simulated {
+		addTo(m.nsSimulated, e.ns, e.req, sign)
+	}
 	if _, ok := m.quotas[e.ns]; ok {
 		m.totalUsed.add(e.req, sign)
-		m.dirty.Insert(e.ns)
+		if !e.simulated {
+			m.dirty.Insert(e.ns)
+		}
 	}
+}
+
+// realize makes a simulated entry a real reservation (bound, or reserved
+// by a cycle that binds it): it counts in what is reported from now on.
+func (m *manager) realize(e *podEntry) {
+	if e.simulated {
+		m.countLocked(e, -1)
+		e.simulated = false
+		m.countLocked(e, 1)
+	}
+}
+
+// reported is a namespace's usage as status.used and the used gauge show
+// it: without the reservations of a pod group cycle's simulation.
+func (m *manager) reported(ns string) vec {
+	used, sim := m.nsUsed[ns], m.nsSimulated[ns]
+	if len(sim) == 0 {
+		return used
+	}
+	out := make(vec, len(used))
+	for name, v := range used {
+		out[name] = v - sim[name]
+	}
+	return out
 }
 
 // addTo adds sign*req to byNS[ns], dropping resources that fall to zero and
@@ -264,6 +303,7 @@ func (m *manager) observe(pod *v1.Pod) {
 	deleting := pod.DeletionTimestamp != nil
 	leaving := deleting || (!preemptedAt.IsZero() && now.Sub(preemptedAt) < leavingGrace)
 	if e := old; e != nil {
+		m.realize(e)
 		e.assumed = false
 		e.preemptedAt, e.deleting = preemptedAt, deleting
 		if e.leaving == leaving && maps.Equal(e.req, req) {
@@ -344,15 +384,20 @@ func (m *manager) forgetPod(uid types.UID) {
 	m.removeLocked(uid)
 }
 
-// assume counts a pod this scheduler reserved on a node (Reserve).
-func (m *manager) assume(pod *v1.Pod) {
+// assume counts a pod this scheduler reserved on a node (Reserve);
+// simulated: a pod group cycle reserved it to try the group (see
+// podEntry.simulated).
+func (m *manager) assume(pod *v1.Pod, simulated bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.pods[pod.UID]; ok {
+	if e, ok := m.pods[pod.UID]; ok {
+		if !simulated {
+			m.realize(e)
+		}
 		return
 	}
 	delete(m.nominated, pod.UID)
-	e := &podEntry{ns: pod.Namespace, req: podRequest(pod), prio: corev1helpers.PodPriority(pod), assumed: true}
+	e := &podEntry{ns: pod.Namespace, req: podRequest(pod), prio: corev1helpers.PodPriority(pod), assumed: true, simulated: simulated}
 	m.pods[pod.UID] = e
 	m.countLocked(e, 1)
 }
@@ -393,7 +438,7 @@ func (m *manager) usedOf(ns string) (v1.ResourceList, *quota) {
 	if q == nil {
 		return nil, nil
 	}
-	used := m.nsUsed[ns]
+	used := m.reported(ns)
 	out := make(v1.ResourceList, q.accounted.Len())
 	for name := range q.accounted {
 		out[name] = *quantity.FromScaled(name, used[name])

@@ -74,13 +74,13 @@ func TestManagerAccounting(t *testing.T) {
 	m.observe(pod("a", "bound", "1", 0, "n1"))
 	check("bound pod", 1000, 1000)
 	reserved := pod("a", "reserved", "2", 0, "")
-	m.assume(reserved)
+	m.assume(reserved, false)
 	check("reserved", 3000, 3000)
 	m.observe(reserved) // an update of the pending pod while it is reserved
 	check("reserved pod updated while pending", 3000, 3000)
 	m.unassume(reserved)
 	check("unreserved", 1000, 1000)
-	m.assume(reserved)
+	m.assume(reserved, false)
 	bound := reserved.DeepCopy()
 	bound.Spec.NodeName = "n1"
 	m.observe(bound)
@@ -121,7 +121,7 @@ func TestReservedPodNominatedBeforeBindCountsOnce(t *testing.T) {
 	m := newManager()
 	m.setQuota("a", newQuota(eq("a", rl("cpu", "2"), rl("cpu", "4")), nil))
 	reserved := pod("a", "reserved", "1", 10, "")
-	m.assume(reserved)
+	m.assume(reserved, false)
 	nominated := reserved.DeepCopy()
 	nominated.Status.NominatedNodeName = "n1"
 	m.observe(nominated)
@@ -146,7 +146,7 @@ func TestReservedPodNominatedBeforeBindCountsOnce(t *testing.T) {
 	if got := m.snapshot(next, podRequest(next), 0).used[v1.ResourceCPU]; got != 0 {
 		t.Errorf("unreserved, nomination cleared: used %dm, want 0", got)
 	}
-	m.assume(reserved)
+	m.assume(reserved, false)
 	m.observe(nominated)
 	bound := reserved.DeepCopy()
 	bound.Spec.NodeName = "n1"

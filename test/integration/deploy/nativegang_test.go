@@ -64,6 +64,38 @@ var _ = Describe("the native-gangs profile", func() {
 			return n, nil
 		}
 	}
+	// pendingMessage is a pod's PodScheduled=False message ("" while it has
+	// none).
+	pendingMessage := func(ctx SpecContext, name string) func() (string, error) {
+		return func() (string, error) {
+			p, err := env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
+					return c.Message, nil
+				}
+			}
+			return "", nil
+		}
+	}
+	// groupScheduled is the PodGroup's PodGroupInitiallyScheduled condition,
+	// as the pod group cycle writes it: "True", "False" or "" (none yet).
+	groupScheduled := func(ctx SpecContext, name string) func() (string, error) {
+		return func() (string, error) {
+			pg, err := env.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			for _, c := range pg.Status.Conditions {
+				if c.Type == schedulingv1beta1.PodGroupInitiallyScheduled {
+					return string(c.Status), nil
+				}
+			}
+			return "", nil
+		}
+	}
 	usedCPU := func(ctx SpecContext) func() (string, error) {
 		return func() (string, error) {
 			q, err := eq.SchedulingV1alpha1().ElasticQuotas(ns).Get(ctx, "quota", metav1.GetOptions{})
@@ -114,16 +146,30 @@ var _ = Describe("the native-gangs profile", func() {
 	})
 
 	It("admits a gang whole through its quota: one that does not fit binds nothing and leaves used as it was, one that fits binds whole", func(ctx SpecContext) {
-		// A pod outside any gang: the quota's used is 500m.
+		// A gang of one: the quota's used is 500m.
 		single := gang(ctx, "single", 1, 1, "500m", nil)
 		Eventually(bound(ctx, single)).Should(Equal(1))
 		Eventually(usedCPU(ctx)).Should(Equal("500m"))
 
 		// Three members of 1 CPU: 3.5 CPU against a max of 2. The cycle
-		// admits the first member, refuses the second and reverts the first.
+		// reserves the first member (counted: used 1500m), refuses the
+		// second for the quota and reverts the first: the group fails whole.
 		tooBig := gang(ctx, "too-big", 3, 3, "1", nil)
-		Eventually(sandbox.EventsFor(ctx, env.Client, ns, tooBig[0], "FailedScheduling")).ShouldNot(BeEmpty())
+		Eventually(groupScheduled(ctx, "too-big")).Should(Equal("False"))
+		Eventually(func() ([]string, error) {
+			var msgs []string
+			for _, name := range tooBig {
+				m, err := pendingMessage(ctx, name)()
+				if err != nil {
+					return nil, err
+				}
+				msgs = append(msgs, m)
+			}
+			return msgs, nil
+		}).Should(ContainElement(ContainSubstring("cpu used 1500m + request 1 exceeds max 2")),
+			"a member refused for the quota with the first member counted: the group is admitted whole")
 		Consistently(bound(ctx, tooBig), "5s").Should(Equal(0))
+		// The simulated member is never published in status.used.
 		Consistently(usedCPU(ctx), "3s").Should(Equal("500m"), "a reverted gang leaves the quota's used as it was")
 
 		// Two members of 500m: 1.5 CPU in all, within max. Bound whole.
@@ -131,6 +177,7 @@ var _ = Describe("the native-gangs profile", func() {
 		Eventually(usedCPU(ctx)).Should(Equal("0"))
 		fits := gang(ctx, "fits", 2, 2, "500m", nil)
 		Eventually(bound(ctx, fits)).Should(Equal(2))
+		Eventually(groupScheduled(ctx, "fits")).Should(Equal("True"))
 		Eventually(usedCPU(ctx)).Should(Equal("1"))
 	})
 
@@ -142,18 +189,8 @@ var _ = Describe("the native-gangs profile", func() {
 				p.Spec.NodeSelector = map[string]string{"nvidia.com/gpu.present": "true"}
 			}
 		})
-		Eventually(func() (string, error) {
-			p, err := env.Client.CoreV1().Pods(ns).Get(ctx, members[1], metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			for _, c := range p.Status.Conditions {
-				if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
-					return c.Message, nil
-				}
-			}
-			return "", nil
-		}).Should(ContainSubstring("GPU nodes are reserved for pods that request GPUs"))
+		Eventually(pendingMessage(ctx, members[1])).Should(ContainSubstring("GPU nodes are reserved for pods that request GPUs"))
+		Eventually(groupScheduled(ctx, "trainer")).Should(Equal("False"))
 		Consistently(bound(ctx, members), "5s").Should(Equal(0), "no member of a gang that does not fit is bound")
 		Consistently(usedCPU(ctx), "2s").Should(Equal("0"))
 	})
