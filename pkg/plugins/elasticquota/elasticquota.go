@@ -372,8 +372,8 @@ func (pl *ElasticQuota) Reserve(_ context.Context, state fwk.CycleState, p *v1.P
 }
 
 // Unreserve undoes Reserve.
-func (pl *ElasticQuota) Unreserve(_ context.Context, _ fwk.CycleState, p *v1.Pod, _ string) {
-	pl.shared.mgr.unassume(p)
+func (pl *ElasticQuota) Unreserve(_ context.Context, state fwk.CycleState, p *v1.Pod, _ string) {
+	pl.shared.mgr.unassume(p, state.IsPodGroupSchedulingCycle())
 }
 
 // EventsToRegister: a quota's spec changing (status writes are skipped), and

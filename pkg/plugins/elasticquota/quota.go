@@ -412,10 +412,13 @@ func (m *manager) nominate(pod *v1.Pod) {
 // A pod still nominated counts as nominated again: a pod group's cycle
 // restores a member's nomination in memory when it reverts, with no API write
 // (and so no informer event) to tell observe.
-func (m *manager) unassume(pod *v1.Pod) {
+//
+// simulated: a pod group cycle's Unreserve of a member it tried, which undoes
+// only such a try: a reservation made for binding stays.
+func (m *manager) unassume(pod *v1.Pod, simulated bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e := m.pods[pod.UID]; e != nil && e.assumed {
+	if e := m.pods[pod.UID]; e != nil && e.assumed && (e.simulated || !simulated) {
 		m.removeLocked(pod.UID)
 		if pod.Status.NominatedNodeName != "" {
 			m.nominate(pod)

@@ -78,13 +78,13 @@ func TestManagerAccounting(t *testing.T) {
 	check("reserved", 3000, 3000)
 	m.observe(reserved) // an update of the pending pod while it is reserved
 	check("reserved pod updated while pending", 3000, 3000)
-	m.unassume(reserved)
+	m.unassume(reserved, false)
 	check("unreserved", 1000, 1000)
 	m.assume(reserved, false)
 	bound := reserved.DeepCopy()
 	bound.Spec.NodeName = "n1"
 	m.observe(bound)
-	m.unassume(reserved) // too late: seen bound
+	m.unassume(reserved, false) // too late: seen bound
 	check("bound after reserve", 3000, 3000)
 	done := bound.DeepCopy()
 	done.Status.Phase = v1.PodSucceeded
@@ -136,7 +136,7 @@ func TestReservedPodNominatedBeforeBindCountsOnce(t *testing.T) {
 	// Unreserved while nominated (a pod group's cycle reverting restores the
 	// nomination in memory only): it counts as nominated, as a preemptor
 	// waiting for its node would.
-	m.unassume(nominated)
+	m.unassume(nominated, false)
 	if got := m.snapshot(next, podRequest(next), 0).used[v1.ResourceCPU]; got != 1000 {
 		t.Errorf("unreserved, still nominated: used %dm, want 1000m (as a nominated pod)", got)
 	}
