@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"path/filepath"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -107,7 +108,11 @@ var _ = Describe("the native-gangs profile", func() {
 		}
 	}
 
-	BeforeEach(func(ctx SpecContext) {
+	// startScheduler runs bin/scheduler on the example, with the gate, until
+	// the spec ends (after the spec's nodes exist: LoadAware lists their
+	// metrics when it starts).
+	startScheduler := func() {
+		GinkgoHelper()
 		cfg, err := sandbox.PrepareConfig(env.Dir, "native-gangs.yaml", env.Kubeconfig, false, filepath.Join(root, "manifests", "examples", "native-gangs.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		logPath := filepath.Join(env.Dir, "native-gangs.log")
@@ -115,7 +120,9 @@ var _ = Describe("the native-gangs profile", func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(p.Stop)
 		GinkgoWriter.Printf("scheduler log: %s\n", logPath)
+	}
 
+	BeforeEach(func(ctx SpecContext) {
 		n, err := env.Client.CoreV1().Namespaces().Create(ctx, sandbox.Namespace("native-gangs"), metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		ns = n.Name
@@ -146,6 +153,7 @@ var _ = Describe("the native-gangs profile", func() {
 	})
 
 	It("admits a gang whole through its quota: one that does not fit binds nothing and leaves used as it was, one that fits binds whole", func(ctx SpecContext) {
+		startScheduler()
 		// A gang of one: the quota's used is 500m.
 		single := gang(ctx, "single", 1, 1, "500m", nil)
 		Eventually(bound(ctx, single)).Should(Equal(1))
@@ -182,6 +190,7 @@ var _ = Describe("the native-gangs profile", func() {
 	})
 
 	It("fails a gang whose member a CELPolicy rule rejects, with the rule in the member's status", func(ctx SpecContext) {
+		startScheduler()
 		// The second member may run only on the GPU node, and asks for no
 		// GPU: rule gpu-nodes-for-gpu-pods keeps it off. The first fits.
 		members := gang(ctx, "trainer", 2, 2, "500m", func(p *v1.Pod) {
@@ -193,5 +202,51 @@ var _ = Describe("the native-gangs profile", func() {
 		Eventually(groupScheduled(ctx, "trainer")).Should(Equal("False"))
 		Consistently(bound(ctx, members), "5s").Should(Equal(0), "no member of a gang that does not fit is bound")
 		Consistently(usedCPU(ctx), "2s").Should(Equal("0"))
+	})
+
+	It("estimates a gang's members as the cycle places them: they do not all go to the node that looked idle", func(ctx SpecContext) {
+		// Two nodes KWOK plays the kubelet of, with the usage metrics-server
+		// reports for them: 1 of 8 CPUs on the idle node, 4 of 8 on the
+		// other. LoadAware (weight 3) prefers the idle one by its usage plus
+		// the estimates of the pods placed since the sample: were a member
+		// not counted as the cycle places the next, all six would go there.
+		sel := map[string]string{"berth.dev/native-load": "true"}
+		for _, s := range []sandbox.NodeSpec{
+			{Name: "native-idle", CPU: "8", Memory: "16Gi", Labels: sel},
+			{Name: "native-busy", CPU: "8", Memory: "16Gi", Labels: sel},
+		} {
+			_, err := kwok.CreateNode(ctx, s)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) { Expect(kwok.DeleteNode(ctx, s.Name)).To(Succeed()) })
+		}
+		Expect(kwok.WaitReady(ctx, time.Minute, "native-idle", "native-busy")).To(Succeed())
+		Expect(kwok.SetUsage(ctx, "native-idle", "1", "1Gi")).To(Succeed())
+		Expect(kwok.SetUsage(ctx, "native-busy", "4", "1Gi")).To(Succeed())
+		for node, atLeast := range map[string]float64{"native-idle": 0.9, "native-busy": 3.9} {
+			Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, node) }, "45s", "500ms").
+				Should(BeNumerically(">", atLeast), "metrics-server log: %s", metricsServer.LogPath())
+		}
+		startScheduler()
+
+		// A namespace of its own: the shared one's quota (max 2 CPUs) would
+		// refuse the gang.
+		n, err := env.Client.CoreV1().Namespaces().Create(ctx, sandbox.Namespace("native-load"), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		ns = n.Name
+		DeferCleanup(func(ctx SpecContext) {
+			_ = env.Client.CoreV1().Pods(n.Name).DeleteCollection(ctx, *metav1.NewDeleteOptions(0), metav1.ListOptions{})
+			_ = env.Client.CoreV1().Namespaces().Delete(ctx, n.Name, metav1.DeleteOptions{})
+		})
+		members := gang(ctx, "spread", 6, 6, "1", func(p *v1.Pod) { p.Spec.NodeSelector = sel })
+		Eventually(bound(ctx, members)).Should(Equal(6))
+		on := map[string]int{}
+		for _, name := range members {
+			p, err := env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			on[p.Spec.NodeName]++
+		}
+		GinkgoWriter.Printf("gang members per node: %v\n", on)
+		Expect(on).To(HaveKey("native-busy"), "members per node: %v", on)
+		Expect(on).To(HaveKey("native-idle"), "members per node: %v", on)
 	})
 })
