@@ -269,10 +269,21 @@ func buildKubernetesMinor() string {
 	return v.Major + "." + strings.TrimSuffix(v.Minor, "+")
 }
 
+// rowFor returns the row of rows keyed key, appending mk() first when there
+// is none (index maps keys to positions in rows).
+func rowFor[T any](rows *[]T, index map[string]int, key string, mk func() T) *T {
+	j, ok := index[key]
+	if !ok {
+		j = len(*rows)
+		index[key] = j
+		*rows = append(*rows, mk())
+	}
+	return &(*rows)[j]
+}
+
 // fill compares the simulations pod by pod.
 func (r *simulateReport) fill(sims []*offline.Simulation) {
-	type key struct{ ns, name string }
-	index := map[key]int{}
+	index := map[string]int{}
 	r.Totals.Placed = make([]int, len(sims))
 	r.Totals.Pending = make([]int, len(sims))
 	for i, sim := range sims {
@@ -284,28 +295,22 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 			r.Warnings = appendNew(r.Warnings, w)
 		}
 		for _, o := range sim.Outcomes {
-			k := key{o.Namespace, o.Name}
-			j, ok := index[k]
-			if !ok {
-				j = len(r.Pods)
-				index[k] = j
-				r.Pods = append(r.Pods, simulatedPod{Namespace: o.Namespace, Name: o.Name, Outcomes: make([]simulatedOutcome, len(sims))})
-			}
-			r.Pods[j].Outcomes[i] = simulatedOutcome{Node: o.Node, Reason: o.Reason, Preempted: o.Preempted,
+			p := rowFor(&r.Pods, index, o.Namespace+"/"+o.Name, func() simulatedPod {
+				// A config whose run has no outcome for the pod has no
+				// profile for it.
+				outcomes := make([]simulatedOutcome, len(sims))
+				for k := range outcomes {
+					outcomes[k].NotSimulated = true
+				}
+				return simulatedPod{Namespace: o.Namespace, Name: o.Name, Outcomes: outcomes}
+			})
+			p.Outcomes[i] = simulatedOutcome{Node: o.Node, Reason: o.Reason, Preempted: o.Preempted,
 				Score: o.Score, Ties: o.Ties, TiedWith: o.TiedWith, Compared: o.Other, Rejections: o.Rejections}
 			switch {
 			case o.Node != "":
 				r.Totals.Placed[i]++
 			case !o.Preempted:
 				r.Totals.Pending[i]++
-			}
-		}
-	}
-	// A pod missing from a run had no profile in that config.
-	for _, p := range r.Pods {
-		for i := range p.Outcomes {
-			if !seenIn(sims[i], p.Namespace, p.Name) {
-				p.Outcomes[i].NotSimulated = true
 			}
 		}
 	}
@@ -430,45 +435,30 @@ func (r *simulateReport) fillTotals(sims []*offline.Simulation) {
 	nodes, quotas, gangs, reasons := map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 	for i, sim := range sims {
 		for _, u := range sim.Nodes {
-			j, ok := nodes[u.Node]
-			if !ok {
-				j = len(r.Totals.Nodes)
-				nodes[u.Node] = j
-				r.Totals.Nodes = append(r.Totals.Nodes, nodeTotal{Node: u.Node, CPU: make([]float64, n), Memory: make([]float64, n), Pods: make([]int, n)})
-			}
-			t := &r.Totals.Nodes[j]
+			t := rowFor(&r.Totals.Nodes, nodes, u.Node, func() nodeTotal {
+				return nodeTotal{Node: u.Node, CPU: make([]float64, n), Memory: make([]float64, n), Pods: make([]int, n)}
+			})
 			t.CPU[i], t.Memory[i], t.Pods[i] = percent(u.CPURequested, u.CPUAllocatable), percent(u.MemoryRequested, u.MemoryAllocatable), u.Pods
 		}
 		for _, q := range sim.Quotas {
-			k := q.Namespace + "/" + q.Name
-			j, ok := quotas[k]
-			if !ok {
-				j = len(r.Totals.Quotas)
-				quotas[k] = j
-				r.Totals.Quotas = append(r.Totals.Quotas, quotaTotal{Namespace: q.Namespace, Name: q.Name, Used: make([]v1.ResourceList, n), Borrowed: make([]v1.ResourceList, n)})
-			}
-			r.Totals.Quotas[j].Used[i], r.Totals.Quotas[j].Borrowed[i] = q.Used, q.Borrowed
+			t := rowFor(&r.Totals.Quotas, quotas, q.Namespace+"/"+q.Name, func() quotaTotal {
+				return quotaTotal{Namespace: q.Namespace, Name: q.Name, Used: make([]v1.ResourceList, n), Borrowed: make([]v1.ResourceList, n)}
+			})
+			t.Used[i], t.Borrowed[i] = q.Used, q.Borrowed
 		}
 		for _, g := range sim.Gangs {
-			k := g.Namespace + "/" + g.Name
-			j, ok := gangs[k]
-			if !ok {
-				j = len(r.Totals.Gangs)
-				gangs[k] = j
-				r.Totals.Gangs = append(r.Totals.Gangs, gangTotal{Namespace: g.Namespace, Name: g.Name, MinMember: g.MinMember, Bound: make([]int, n)})
-			}
-			r.Totals.Gangs[j].Bound[i] = g.Bound
+			t := rowFor(&r.Totals.Gangs, gangs, g.Namespace+"/"+g.Name, func() gangTotal {
+				return gangTotal{Namespace: g.Namespace, Name: g.Name, MinMember: g.MinMember, Bound: make([]int, n)}
+			})
+			t.Bound[i] = g.Bound
 		}
 		for _, o := range sim.Outcomes {
 			for reason, nodeCount := range o.Rejections {
-				j, ok := reasons[reason]
-				if !ok {
-					j = len(r.Totals.PendingReasons)
-					reasons[reason] = j
-					r.Totals.PendingReasons = append(r.Totals.PendingReasons, reasonTotal{Reason: reason, Pods: make([]int, n), Nodes: make([]int, n)})
-				}
-				r.Totals.PendingReasons[j].Pods[i]++
-				r.Totals.PendingReasons[j].Nodes[i] += nodeCount
+				t := rowFor(&r.Totals.PendingReasons, reasons, reason, func() reasonTotal {
+					return reasonTotal{Reason: reason, Pods: make([]int, n), Nodes: make([]int, n)}
+				})
+				t.Pods[i]++
+				t.Nodes[i] += nodeCount
 			}
 		}
 	}
@@ -488,16 +478,6 @@ func percent(part, whole int64) float64 {
 		return 0
 	}
 	return math.Round(1000*float64(part)/float64(whole)) / 10
-}
-
-// seenIn says whether sim has an outcome for the pod.
-func seenIn(sim *offline.Simulation, ns, name string) bool {
-	for _, o := range sim.Outcomes {
-		if o.Namespace == ns && o.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 func appendNew(to []string, items ...string) []string {

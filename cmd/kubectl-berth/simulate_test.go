@@ -22,6 +22,8 @@ func TestSimulateDiffTellsTiesFromMovesAndSaysWhy(t *testing.T) {
 			{Namespace: "team", Name: "tied-then-rejected", Node: "n1", Score: score(150), Ties: 1, TiedWith: []string{"n2"}},
 			{Namespace: "team", Name: "tied-then-unseen", Node: "n1", Score: score(150), Ties: 1, TiedWith: []string{"n2"}},
 			{Namespace: "team", Name: "refused-at-permit", Node: "n1", Score: score(150)},
+			// Its scheduler has a profile in current.yaml only.
+			{Namespace: "team", Name: "current-only", Node: "n2"},
 		},
 		Gangs: []offline.GangUse{{Namespace: "team", Name: "g", MinMember: 2, Bound: 2}},
 	}
@@ -66,6 +68,9 @@ func TestSimulateDiffTellsTiesFromMovesAndSaysWhy(t *testing.T) {
 	}
 	if p := got["refused-at-permit"]; p.Change != "newly-pending" || p.Why != "waiting for the gang" {
 		t.Errorf("refused-at-permit: %q %q, want newly-pending with the scheduler's message", p.Change, p.Why)
+	}
+	if p := got["current-only"]; p.Change != "" || p.Outcomes[0].NotSimulated || !p.Outcomes[1].NotSimulated {
+		t.Errorf("current-only: %q %+v, want no change and not simulated under proposed.yaml only", p.Change, p.Outcomes)
 	}
 	if p := got["same"]; p.Change != "" {
 		t.Errorf("same: %q, want no change", p.Change)
