@@ -260,23 +260,9 @@ var (
 )
 
 func readCPU(path string) (map[string]float64, error) {
-	f, err := os.Open(path)
+	p, idx, err := openCPUProfile(path)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	idx := -1
-	for i, st := range p.SampleType {
-		if st.Type == "cpu" {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		return nil, fmt.Errorf("%s: no cpu sample type", path)
 	}
 	out := map[string]float64{}
 	for _, s := range p.Sample {
@@ -287,6 +273,24 @@ func readCPU(path string) (map[string]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// openCPUProfile parses a CPU profile and finds its cpu sample type.
+func openCPUProfile(path string) (*profile.Profile, int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	idx := slices.IndexFunc(p.SampleType, func(st *profile.ValueType) bool { return st.Type == "cpu" })
+	if idx < 0 {
+		return nil, 0, fmt.Errorf("%s: no cpu sample type", path)
+	}
+	return p, idx, nil
 }
 
 // attribute is where a sample's CPU went: the first frame from the leaf

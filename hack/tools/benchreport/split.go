@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -24,18 +23,9 @@ type split struct {
 }
 
 func readSplit(path string) (*split, error) {
-	f, err := os.Open(path)
+	p, idx, err := openCPUProfile(path)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	p, err := profile.Parse(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	idx := slices.IndexFunc(p.SampleType, func(st *profile.ValueType) bool { return st.Type == "cpu" })
-	if idx < 0 {
-		return nil, fmt.Errorf("%s: no cpu sample type", path)
 	}
 	sp := &split{phase: map[string]float64{}, leaf: map[string]float64{}}
 	for _, s := range p.Sample {
@@ -187,7 +177,7 @@ func splitReport(w io.Writer, dir, base, other string, pods float64) error {
 				}
 			}
 		}
-		// Largest difference first.
+		// Largest difference first; equal ones by name (map order varies).
 		diff := func(k string) float64 {
 			var d []float64
 			for _, r := range rounds {
@@ -195,7 +185,10 @@ func splitReport(w io.Writer, dir, base, other string, pods float64) error {
 			}
 			return median(d)
 		}
-		sort.SliceStable(keys, func(i, j int) bool { return diff(keys[i]) > diff(keys[j]) })
+		sort.SliceStable(keys, func(i, j int) bool {
+			di, dj := diff(keys[i]), diff(keys[j])
+			return di > dj || di == dj && keys[i] < keys[j]
+		})
 		return keys
 	}
 	line := func(label string, get func(*split) float64) {
