@@ -104,11 +104,12 @@ func podName(p *v1.Pod) string { return p.Namespace + "/" + p.Name }
 
 // RunPreFilterPlugins starts a cycle.
 func (r *recorder) RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string]) {
-	c := &cycle{watch: r.watch[podName(pod)]}
+	name := podName(pod)
+	c := &cycle{watch: r.watch[name]}
 	r.cur.Store(c)
 	if !r.frozen.Load() {
 		r.mu.Lock()
-		r.cycles[podName(pod)] = c
+		r.cycles[name] = c
 		r.mu.Unlock()
 	}
 	res, s, plugins := r.Framework.RunPreFilterPlugins(ctx, state, pod)
@@ -126,14 +127,23 @@ func (r *recorder) RunPreFilterPlugins(ctx context.Context, state fwk.CycleState
 		// diagnosis says only which plugins narrowed; the watched node's
 		// Filter says why.
 		c.filtered = true
-		c.rejected = "node(s) didn't satisfy plugin(s) " + strings.Join(sets.List(plugins), ", ")
+		narrowed := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node(s) didn't satisfy plugin(s) "+strings.Join(sets.List(plugins), ", "))
 		if ni, err := r.SnapshotSharedLister().NodeInfos().Get(c.watch); err == nil {
-			if fs := r.RunFilterPlugins(ctx, state, pod, ni); !fs.IsSuccess() {
-				c.rejected = statusText(fs)
-			}
+			narrowed = r.whyLeftOut(ctx, state, pod, ni, narrowed)
 		}
+		c.rejected = statusText(narrowed)
 	}
 	return res, s, plugins
+}
+
+// whyLeftOut is why a node a PreFilter's node set left out does not fit:
+// its Filter plugins' status, or (were they to pass it) the diagnosis's
+// status, which names only the PreFilter plugins.
+func (r *recorder) whyLeftOut(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo, diagnosis *fwk.Status) *fwk.Status {
+	if fs := r.RunFilterPlugins(ctx, state, pod, ni); !fs.IsSuccess() {
+		return fs
+	}
+	return diagnosis
 }
 
 // GetNodeHint gives no hint: every pod gets a full cycle, so that each
@@ -231,9 +241,7 @@ func (r *recorder) RunPostFilterPlugins(ctx context.Context, state fwk.CycleStat
 			r.Parallelizer().Until(ctx, len(nodes), func(i int) {
 				st := m.Get(nodes[i].Node().Name)
 				if !st.IsSuccess() && st.Plugin() == "" && st.Code() == fwk.UnschedulableAndUnresolvable {
-					if fs := r.RunFilterPlugins(ctx, state, pod, nodes[i]); !fs.IsSuccess() {
-						st = fs
-					}
+					st = r.whyLeftOut(ctx, state, pod, nodes[i], st)
 				}
 				statuses[i] = st
 			}, "simulateRejections")

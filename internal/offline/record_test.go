@@ -12,32 +12,12 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
-const webPrefersBatchPool = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-leaderElection:
-  leaderElect: false
-profiles:
-- schedulerName: berth-sim
-  plugins:
-    multiPoint:
-      enabled:
-      - name: CELPolicy
-  pluginConfig:
-  - name: CELPolicy
-    args:
-      rules:
-      - name: batch-on-batch-pool
-        match: "pod.metadata.?labels.?tier.orValue('') == 'batch'"
-        filter: "node.metadata.?labels.?pool.orValue('') == 'batch'"
-        message: "batch pods run on the batch pool"
-      - name: web-prefers-batch-pool
+// webPrefersBatchPool is batchPoolConfig with a score rule for web pods
+// (appended to its rules).
+const webPrefersBatchPool = batchPoolConfig + `      - name: web-prefers-batch-pool
         match: "pod.metadata.?labels.?tier.orValue('') == 'web'"
         score: "node.metadata.?labels.?pool.orValue('') == 'batch' ? 100 : 0"
 `
-
-func teamNamespace() *v1.Namespace {
-	return &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
-}
 
 func TestSimulateReportsTheNodesThatTiedWithTheChosenOne(t *testing.T) {
 	sim := simulate(t, ModePending, teamNamespace(),

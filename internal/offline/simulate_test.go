@@ -51,6 +51,11 @@ func item(t *testing.T, obj runtime.Object) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: m}
 }
 
+// teamNamespace is the namespace of simPod's pods.
+func teamNamespace() *v1.Namespace {
+	return &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+}
+
 func simNode(name, pool, cpu string) *v1.Node {
 	alloc := v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu), v1.ResourceMemory: resource.MustParse("8Gi"), v1.ResourcePods: resource.MustParse("110")}
 	return &v1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
@@ -123,7 +128,7 @@ func outcomes(sim *Simulation) map[string]Outcome {
 }
 
 func TestSimulatePlacesPendingPodsAsTheSchedulerWould(t *testing.T) {
-	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	ns := teamNamespace()
 	sim := simulate(t, ModePending, ns,
 		simNode("web-1", "web", "4"), simNode("batch-1", "batch", "2"),
 		simPod("running", "web", "web-1", 0),
@@ -158,7 +163,7 @@ func TestSimulatePlacesPendingPodsAsTheSchedulerWould(t *testing.T) {
 }
 
 func TestSimulateReplacePlacesEveryPodAgainInCreationOrder(t *testing.T) {
-	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	ns := teamNamespace()
 	// Today two batch pods sit on web-1 (placed before the rule existed);
 	// replaced under the rule, the first two created get batch-1's two
 	// CPUs and the third stays pending.
@@ -175,7 +180,7 @@ func TestSimulateReplacePlacesEveryPodAgainInCreationOrder(t *testing.T) {
 }
 
 func TestSimulateLeavesEndedPodsOutOfTheNodesRoom(t *testing.T) {
-	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	ns := teamNamespace()
 	// An evicted pod on the only node still names it and still has its
 	// requests; the scheduler's informer never sees it (status.phase!=Failed).
 	evicted := simPod("evicted", "web", "web-1", 0)
@@ -188,7 +193,7 @@ func TestSimulateLeavesEndedPodsOutOfTheNodesRoom(t *testing.T) {
 }
 
 func TestSimulateReportsPreemptionVictims(t *testing.T) {
-	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	ns := teamNamespace()
 	low := simPod("low", "web", "web-1", 0)
 	low.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
 	low.Status.Phase = v1.PodRunning
@@ -206,7 +211,7 @@ func TestSimulateReportsPreemptionVictims(t *testing.T) {
 }
 
 func TestSimulateFeedsLoadAwareTheSnapshotsNodeMetrics(t *testing.T) {
-	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	ns := teamNamespace()
 	busy := &metricsv1beta1.NodeMetrics{TypeMeta: metav1.TypeMeta{APIVersion: "metrics.k8s.io/v1beta1", Kind: "NodeMetrics"},
 		ObjectMeta: metav1.ObjectMeta{Name: "busy"}, Timestamp: metav1.Now(), Window: metav1.Duration{Duration: 10 * time.Second},
 		Usage: v1.ResourceList{v1.ResourceCPU: resource.MustParse("7600m"), v1.ResourceMemory: resource.MustParse("1Gi")}}
@@ -226,7 +231,7 @@ func TestSimulateFeedsLoadAwareTheSnapshotsNodeMetrics(t *testing.T) {
 }
 
 func TestSimulateDrainCordonsTheNodesAndPlacesTheirPodsElsewhere(t *testing.T) {
-	ns := &v1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "team"}}
+	ns := teamNamespace()
 	ds := simPod("agent", "web", "web-1", 1)
 	ds.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds", Controller: ptr.To(true)}}
 	foreign := simPod("foreign", "web", "web-1", 2)
