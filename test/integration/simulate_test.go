@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,23 +134,12 @@ func expectPlacedAsSimulated(ctx SpecContext, ns string, report simulateReport) 
 var _ = Describe("kubectl berth simulate", func() {
 	It("places a CELPolicy scenario again exactly where the scheduler placed it", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "simulate-agree")
-		// Tainted for this spec only, so that the snapshot's other pods,
-		// placed again first (they are older), cannot take their room.
-		taint := []v1.Taint{{Key: "berth.dev/simulate-spec", Value: "true", Effect: v1.TaintEffectNoSchedule}}
-		toleration := []v1.Toleration{{Key: "berth.dev/simulate-spec", Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}}
-		mark := map[string]string{"berth.dev/simulate-spec": "true"}
-		with := func(extra map[string]string) map[string]string {
-			out := map[string]string{"berth.dev/simulate-spec": "true"}
-			for k, v := range extra {
-				out[k] = v
-			}
-			return out
-		}
+		iso := isolated("berth.dev/simulate-spec")
 		createNodes(ctx,
-			sandbox.NodeSpec{Name: "sim-spot", CPU: "2", Memory: "8Gi", Labels: with(map[string]string{"lifecycle": "spot"}), Taints: taint},
-			sandbox.NodeSpec{Name: "sim-on-demand", CPU: "2", Memory: "8Gi", Labels: with(nil), Taints: taint},
-			sandbox.NodeSpec{Name: "sim-gpu", CPU: "8", Memory: "8Gi", Labels: with(map[string]string{"nvidia.com/gpu.present": "true"}), Taints: taint},
-			sandbox.NodeSpec{Name: "sim-old-kernel", CPU: "8", Memory: "8Gi", Labels: with(map[string]string{"berth.io/kernel": "5.15.0"}), Taints: taint},
+			sandbox.NodeSpec{Name: "sim-spot", CPU: "2", Memory: "8Gi", Labels: iso.Labels(map[string]string{"lifecycle": "spot"}), Taints: iso.Taints},
+			sandbox.NodeSpec{Name: "sim-on-demand", CPU: "2", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints},
+			sandbox.NodeSpec{Name: "sim-gpu", CPU: "8", Memory: "8Gi", Labels: iso.Labels(map[string]string{"nvidia.com/gpu.present": "true"}), Taints: iso.Taints},
+			sandbox.NodeSpec{Name: "sim-old-kernel", CPU: "8", Memory: "8Gi", Labels: iso.Labels(map[string]string{"berth.io/kernel": "5.15.0"}), Taints: iso.Taints},
 		)
 		// One at a time, each bound (or found unschedulable) before the
 		// next: the order simulate's replace mode places them in.
@@ -157,7 +147,7 @@ var _ = Describe("kubectl berth simulate", func() {
 		for _, name := range []string{"batch-1", "batch-2", "batch-3", "web-1", "web-2"} {
 			tier := strings.Split(name, "-")[0]
 			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: name, SchedulerName: "berth-celpolicy", CPU: "1",
-				Labels: map[string]string{"tier": tier}, NodeSelector: mark, Tolerations: toleration})
+				Labels: map[string]string{"tier": tier}, NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
 			Expect(err).NotTo(HaveOccurred())
 			if want[name] == "" {
 				Eventually(sandbox.EventsFor(ctx, env.Client, ns, name, "FailedScheduling")).ShouldNot(BeEmpty())
@@ -189,17 +179,14 @@ var _ = Describe("kubectl berth simulate", func() {
 var _ = Describe("kubectl berth simulate --mode drain", func() {
 	It("names the nodes a drained node's ReplicaSet pods are replaced on", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "simulate-drain")
-		const key = "berth.dev/simulate-drain"
-		taint := []v1.Taint{{Key: key, Value: "true", Effect: v1.TaintEffectNoSchedule}}
-		toleration := []v1.Toleration{{Key: key, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}}
-		mark := map[string]string{key: "true"}
+		iso := isolated("berth.dev/simulate-drain")
 		createKWOKNodes(ctx,
-			sandbox.NodeSpec{Name: "drain-spot", CPU: "2", Memory: "8Gi", Labels: map[string]string{key: "true", "lifecycle": "spot"}, Taints: taint},
-			sandbox.NodeSpec{Name: "drain-small", CPU: "2", Memory: "8Gi", Labels: mark, Taints: taint},
-			sandbox.NodeSpec{Name: "drain-big", CPU: "8", Memory: "8Gi", Labels: mark, Taints: taint},
+			sandbox.NodeSpec{Name: "drain-spot", CPU: "2", Memory: "8Gi", Labels: iso.Labels(map[string]string{"lifecycle": "spot"}), Taints: iso.Taints},
+			sandbox.NodeSpec{Name: "drain-small", CPU: "2", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints},
+			sandbox.NodeSpec{Name: "drain-big", CPU: "8", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints},
 		)
 		rs, err := sandbox.CreateReplicaSet(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "batch", SchedulerName: "berth-celpolicy", CPU: "1",
-			Labels: map[string]string{"tier": "batch"}, NodeSelector: mark, Tolerations: toleration}, 2)
+			Labels: map[string]string{"tier": "batch"}, NodeSelector: iso.Selector, Tolerations: iso.Tolerations}, 2)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(rs.Close)
 		nodesOf := func(exclude map[string]bool) func() ([]string, error) {
@@ -243,17 +230,29 @@ var _ = Describe("kubectl berth simulate --mode drain", func() {
 	})
 })
 
-// isolated returns, for a spec's own nodes, a taint and the node labels, and
-// for its pods the toleration and node selector: the snapshot's other pods
-// of the profile, placed again first when they are older, cannot take the
-// spec's room, and the spec's pods go nowhere else.
-func isolated(key string, labels map[string]string) ([]v1.Taint, map[string]string, []v1.Toleration, map[string]string) {
-	out := map[string]string{key: "true"}
-	for k, v := range labels {
-		out[k] = v
+// isolation keeps a spec's pods on the spec's own nodes and other pods off
+// them: the snapshot's other pods of a profile, placed again first when they
+// are older, cannot take the spec's room.
+type isolation struct {
+	// Taints go on the spec's nodes, Tolerations and Selector on its pods.
+	Taints      []v1.Taint
+	Tolerations []v1.Toleration
+	Selector    map[string]string
+}
+
+func isolated(key string) isolation {
+	return isolation{
+		Taints:      []v1.Taint{{Key: key, Value: "true", Effect: v1.TaintEffectNoSchedule}},
+		Tolerations: []v1.Toleration{{Key: key, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}},
+		Selector:    map[string]string{key: "true"},
 	}
-	return []v1.Taint{{Key: key, Value: "true", Effect: v1.TaintEffectNoSchedule}}, out,
-		[]v1.Toleration{{Key: key, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}}, map[string]string{key: "true"}
+}
+
+// Labels are a spec node's labels: the selector's, and extra.
+func (i isolation) Labels(extra map[string]string) map[string]string {
+	out := maps.Clone(i.Selector)
+	maps.Copy(out, extra)
+	return out
 }
 
 // createOneAtATime creates the pods in order, each bound to want[name] (or
@@ -278,12 +277,12 @@ func createOneAtATime(ctx SpecContext, want map[string]string, pods ...sandbox.P
 var _ = Describe("kubectl berth simulate agrees with the scheduler", func() {
 	It("reports a pod placed between two equally scored nodes as a tie, not a difference", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "simulate-tie")
-		taint, labels, tolerate, selector := isolated("berth.dev/simulate-tie", nil)
+		iso := isolated("berth.dev/simulate-tie")
 		createNodes(ctx,
-			sandbox.NodeSpec{Name: "tie-a", CPU: "2", Memory: "8Gi", Labels: labels, Taints: taint},
-			sandbox.NodeSpec{Name: "tie-b", CPU: "2", Memory: "8Gi", Labels: labels, Taints: taint})
+			sandbox.NodeSpec{Name: "tie-a", CPU: "2", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints},
+			sandbox.NodeSpec{Name: "tie-b", CPU: "2", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints})
 		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "web-1", SchedulerName: "berth-celpolicy", CPU: "1",
-			Labels: map[string]string{"tier": "web"}, NodeSelector: selector, Tolerations: tolerate})
+			Labels: map[string]string{"tier": "web"}, NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "web-1")).Should(BeElementOf("tie-a", "tie-b"))
 
@@ -298,14 +297,14 @@ var _ = Describe("kubectl berth simulate agrees with the scheduler", func() {
 		borrower, lender := newNamespace(ctx, "simulate-eq-a"), newNamespace(ctx, "simulate-eq-b")
 		createQuotaMax(ctx, eqClient, borrower, "1", "4")
 		createQuotaMax(ctx, eqClient, lender, "2", "4") // idle: lends its min
-		taint, labels, tolerate, selector := isolated("berth.dev/simulate-eq", nil)
-		createNodes(ctx, sandbox.NodeSpec{Name: "sim-eq", CPU: "8", Memory: "8Gi", Labels: labels, Taints: taint})
+		iso := isolated("berth.dev/simulate-eq")
+		createNodes(ctx, sandbox.NodeSpec{Name: "sim-eq", CPU: "8", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints})
 		// Within its min, then borrowing up to the sum of the quotas' min (3
 		// CPU): the fourth waits.
 		want := map[string]string{"q-1": "sim-eq", "q-2": "sim-eq", "q-3": "sim-eq", "q-4": ""}
 		var pods []sandbox.PodSpec
 		for _, name := range []string{"q-1", "q-2", "q-3", "q-4"} {
-			pods = append(pods, sandbox.PodSpec{Namespace: borrower, Name: name, SchedulerName: "berth-elasticquota", CPU: "1", NodeSelector: selector, Tolerations: tolerate})
+			pods = append(pods, sandbox.PodSpec{Namespace: borrower, Name: name, SchedulerName: "berth-elasticquota", CPU: "1", NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
 		}
 		createOneAtATime(ctx, want, pods...)
 
@@ -331,11 +330,11 @@ var _ = Describe("kubectl berth simulate agrees with the scheduler", func() {
 			Spec:       schedv1alpha1.PodGroupSpec{MinMember: 2, ScheduleTimeoutSeconds: ptr.To[int32](30)},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		taint, labels, tolerate, selector := isolated("berth.dev/simulate-gang", nil)
-		createNodes(ctx, sandbox.NodeSpec{Name: "sim-gang", CPU: "4", Memory: "8Gi", Labels: labels, Taints: taint})
+		iso := isolated("berth.dev/simulate-gang")
+		createNodes(ctx, sandbox.NodeSpec{Name: "sim-gang", CPU: "4", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints})
 		for _, name := range []string{"g-0", "g-1"} {
 			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: name, SchedulerName: "scheduler-plugins-scheduler", CPU: "1",
-				Labels: map[string]string{schedv1alpha1.PodGroupLabel: "g"}, NodeSelector: selector, Tolerations: tolerate})
+				Labels: map[string]string{schedv1alpha1.PodGroupLabel: "g"}, NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
 			Expect(err).NotTo(HaveOccurred())
 		}
 		for _, name := range []string{"g-0", "g-1"} {
@@ -355,10 +354,10 @@ var _ = Describe("kubectl berth simulate agrees with the scheduler", func() {
 
 	It("on LoadAware's scenario: pods kept off the node metrics-server reports as hot", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "simulate-load")
-		taint, labels, tolerate, selector := isolated("berth.dev/simulate-load", nil)
+		iso := isolated("berth.dev/simulate-load")
 		createKWOKNodes(ctx,
-			sandbox.NodeSpec{Name: "sim-load-hot", CPU: "8", Memory: "16Gi", Labels: labels, Taints: taint},
-			sandbox.NodeSpec{Name: "sim-load-cool", CPU: "4", Memory: "8Gi", Labels: labels, Taints: taint})
+			sandbox.NodeSpec{Name: "sim-load-hot", CPU: "8", Memory: "16Gi", Labels: iso.Labels(nil), Taints: iso.Taints},
+			sandbox.NodeSpec{Name: "sim-load-cool", CPU: "4", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints})
 		Expect(kwok.SetUsage(ctx, "sim-load-hot", "7500m", "1Gi")).To(Succeed())
 		Expect(kwok.SetUsage(ctx, "sim-load-cool", "100m", "1Gi")).To(Succeed())
 		waitForMetrics(ctx, "sim-load-hot", 7)
@@ -366,8 +365,8 @@ var _ = Describe("kubectl berth simulate agrees with the scheduler", func() {
 		// The hot node has twice the room: by requests alone it would win.
 		want := map[string]string{"api-1": "sim-load-cool", "api-2": "sim-load-cool"}
 		createOneAtATime(ctx, want,
-			sandbox.PodSpec{Namespace: ns, Name: "api-1", SchedulerName: "loadaware-metrics-fast", CPU: "500m", Memory: "128Mi", NodeSelector: selector, Tolerations: tolerate},
-			sandbox.PodSpec{Namespace: ns, Name: "api-2", SchedulerName: "loadaware-metrics-fast", CPU: "500m", Memory: "128Mi", NodeSelector: selector, Tolerations: tolerate})
+			sandbox.PodSpec{Namespace: ns, Name: "api-1", SchedulerName: "loadaware-metrics-fast", CPU: "500m", Memory: "128Mi", NodeSelector: iso.Selector, Tolerations: iso.Tolerations},
+			sandbox.PodSpec{Namespace: ns, Name: "api-2", SchedulerName: "loadaware-metrics-fast", CPU: "500m", Memory: "128Mi", NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
 
 		report := snapshotAndSimulate(ctx, "simulate-load", suiteProfiles("loadaware-metrics-fast"), "--mode", "replace")
 		expectPlacedAsSimulated(ctx, ns, report)
@@ -390,25 +389,21 @@ var _ = Describe("kubectl berth simulate agrees with the scheduler", func() {
 
 	It("on ConfirmBinder's and Explain's scenarios", func(ctx SpecContext) {
 		ns := newNamespace(ctx, "simulate-confirm-explain")
-		taint, labels, tolerate, selector := isolated("berth.dev/simulate-ce", nil)
-		_, spotLabels, _, _ := isolated("berth.dev/simulate-ce", map[string]string{"lifecycle": "spot"})
+		iso := isolated("berth.dev/simulate-ce")
 		createNodes(ctx,
-			sandbox.NodeSpec{Name: "sim-confirm", CPU: "2", Memory: "8Gi", Labels: map[string]string{"berth.dev/simulate-ce": "true", "role": "confirm"}, Taints: taint},
-			sandbox.NodeSpec{Name: "sim-spot", CPU: "2", Memory: "8Gi", Labels: spotLabels, Taints: taint},
-			sandbox.NodeSpec{Name: "sim-on-demand", CPU: "6", Memory: "8Gi", Labels: labels, Taints: taint})
-		confirm := map[string]string{"role": "confirm"}
-		for k, v := range selector {
-			confirm[k] = v
-		}
+			sandbox.NodeSpec{Name: "sim-confirm", CPU: "2", Memory: "8Gi", Labels: iso.Labels(map[string]string{"role": "confirm"}), Taints: iso.Taints},
+			sandbox.NodeSpec{Name: "sim-spot", CPU: "2", Memory: "8Gi", Labels: iso.Labels(map[string]string{"lifecycle": "spot"}), Taints: iso.Taints},
+			sandbox.NodeSpec{Name: "sim-on-demand", CPU: "6", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints})
+		confirm := iso.Labels(map[string]string{"role": "confirm"})
 		// ConfirmBinder: the node fits two; the third waits. Explain's
 		// profile: batch-prefers-spot outweighs the on-demand node's room.
 		want := map[string]string{"c-1": "sim-confirm", "c-2": "sim-confirm", "c-3": "", "batch-1": "sim-spot", "web-1": "sim-on-demand"}
 		createOneAtATime(ctx, want,
-			sandbox.PodSpec{Namespace: ns, Name: "c-1", SchedulerName: "berth-confirmbinder", CPU: "1", NodeSelector: confirm, Tolerations: tolerate},
-			sandbox.PodSpec{Namespace: ns, Name: "c-2", SchedulerName: "berth-confirmbinder", CPU: "1", NodeSelector: confirm, Tolerations: tolerate},
-			sandbox.PodSpec{Namespace: ns, Name: "c-3", SchedulerName: "berth-confirmbinder", CPU: "1", NodeSelector: confirm, Tolerations: tolerate},
-			sandbox.PodSpec{Namespace: ns, Name: "batch-1", SchedulerName: "berth-explain", CPU: "1", Labels: map[string]string{"tier": "batch"}, NodeSelector: selector, Tolerations: tolerate},
-			sandbox.PodSpec{Namespace: ns, Name: "web-1", SchedulerName: "berth-explain", CPU: "1", Labels: map[string]string{"tier": "web"}, NodeSelector: selector, Tolerations: tolerate})
+			sandbox.PodSpec{Namespace: ns, Name: "c-1", SchedulerName: "berth-confirmbinder", CPU: "1", NodeSelector: confirm, Tolerations: iso.Tolerations},
+			sandbox.PodSpec{Namespace: ns, Name: "c-2", SchedulerName: "berth-confirmbinder", CPU: "1", NodeSelector: confirm, Tolerations: iso.Tolerations},
+			sandbox.PodSpec{Namespace: ns, Name: "c-3", SchedulerName: "berth-confirmbinder", CPU: "1", NodeSelector: confirm, Tolerations: iso.Tolerations},
+			sandbox.PodSpec{Namespace: ns, Name: "batch-1", SchedulerName: "berth-explain", CPU: "1", Labels: map[string]string{"tier": "batch"}, NodeSelector: iso.Selector, Tolerations: iso.Tolerations},
+			sandbox.PodSpec{Namespace: ns, Name: "web-1", SchedulerName: "berth-explain", CPU: "1", Labels: map[string]string{"tier": "web"}, NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
 
 		report := snapshotAndSimulate(ctx, "simulate-confirm-explain", suiteProfiles("berth-confirmbinder", "berth-explain"), "--mode", "replace")
 		expectPlacedAsSimulated(ctx, ns, report)
