@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
@@ -46,12 +48,14 @@ func (s *preFilterState) Clone() fwk.StateData {
 // snapshot takes the arithmetic for pod: its own namespace and the totals,
 // for the resources it requests, nominated pods of no lower priority included.
 func (m *manager) snapshot(pod *v1.Pod, req vec, prio int32) *preFilterState {
-	return m.snapshotExcluding(pod, req, prio, nil)
+	return m.snapshotExcluding(pod, req, prio, nil, nil)
 }
 
 // snapshotExcluding is snapshot for pods that preempt together (a gang's
 // members, whose summed request is req): none of them counts as nominated.
-func (m *manager) snapshotExcluding(pod *v1.Pod, req vec, prio int32, together []*v1.Pod) *preFilterState {
+// The pods in gone do not count at all: a pod group's preemption removed
+// them from the snapshot to see whether the group fits without them.
+func (m *manager) snapshotExcluding(pod *v1.Pod, req vec, prio int32, together []*v1.Pod, gone sets.Set[types.UID]) *preFilterState {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	s := &preFilterState{pod: pod, prio: prio}
@@ -87,6 +91,11 @@ func (m *manager) snapshotExcluding(pod *v1.Pod, req vec, prio int32, together [
 			if quotaed {
 				s.totalUsed[name] += e.req[name]
 			}
+		}
+	}
+	for uid := range gone {
+		if e := m.pods[uid]; e != nil {
+			s.adjust(e.ns, e.req, m.quotas[e.ns] != nil, -1)
 		}
 	}
 	s.withinMin = s.fitsMin()

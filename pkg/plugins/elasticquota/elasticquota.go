@@ -17,6 +17,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -66,13 +67,14 @@ type ElasticQuota struct {
 }
 
 var (
-	_ fwk.PreEnqueuePlugin  = &ElasticQuota{}
-	_ fwk.PreFilterPlugin   = &ElasticQuota{}
-	_ fwk.PostFilterPlugin  = &ElasticQuota{}
-	_ fwk.ReservePlugin     = &ElasticQuota{}
-	_ fwk.EnqueueExtensions = &ElasticQuota{}
-	_ fwk.SignPlugin        = &ElasticQuota{}
-	_ preemption.Interface  = &ElasticQuota{}
+	_ fwk.PreEnqueuePlugin         = &ElasticQuota{}
+	_ fwk.PreFilterPlugin          = &ElasticQuota{}
+	_ fwk.PostFilterPlugin         = &ElasticQuota{}
+	_ fwk.PodGroupPostFilterPlugin = &ElasticQuota{}
+	_ fwk.ReservePlugin            = &ElasticQuota{}
+	_ fwk.EnqueueExtensions        = &ElasticQuota{}
+	_ fwk.SignPlugin               = &ElasticQuota{}
+	_ preemption.Interface         = &ElasticQuota{}
 )
 
 // Name returns the plugin's name.
@@ -270,7 +272,8 @@ func (pl *ElasticQuota) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	if !sh.podsSynced() {
 		return nil, fwk.AsStatus(errors.New("ElasticQuota: waiting for the pod informer to sync"))
 	}
-	s := sh.mgr.snapshot(pod, podRequest(pod), corev1helpers.PodPriority(pod))
+	gone := goneFrom(ctx)
+	s := sh.mgr.snapshotExcluding(pod, podRequest(pod), corev1helpers.PodPriority(pod), nil, gone)
 	state.Write(stateKey, s)
 	if !s.hasQuota {
 		if pl.denied {
@@ -285,7 +288,7 @@ func (pl *ElasticQuota) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		klog.FromContext(ctx).V(4).Info("ElasticQuota refused pod", "pod", klog.KObj(pod), "reason", d.msg)
 		return nil, d.status()
 	}
-	if d := pl.admitGang(pod); d != nil {
+	if d := pl.admitGang(pod, gone); d != nil {
 		deniedTotal.WithLabelValues(d.reason).Inc()
 		klog.FromContext(ctx).V(4).Info("ElasticQuota refused gang member", "pod", klog.KObj(pod), "reason", d.msg)
 		return nil, d.status()
@@ -297,7 +300,7 @@ func (pl *ElasticQuota) PreFilter(ctx context.Context, state fwk.CycleState, pod
 // if every member the gang still needs fits the namespace's quota together:
 // a gang admitted pod by pod would hold part of the quota at Permit for
 // members that the quota then refuses.
-func (pl *ElasticQuota) admitGang(pod *v1.Pod) *denial {
+func (pl *ElasticQuota) admitGang(pod *v1.Pod, gone sets.Set[types.UID]) *denial {
 	if pod.Labels[schedv1alpha1.PodGroupLabel] == "" {
 		return nil
 	}
@@ -313,7 +316,7 @@ func (pl *ElasticQuota) admitGang(pod *v1.Pod) *denial {
 	for _, p := range pods {
 		req.add(podRequest(p), 1)
 	}
-	d := pl.shared.mgr.snapshot(pod, req, corev1helpers.PodPriority(pod)).admit()
+	d := pl.shared.mgr.snapshotExcluding(pod, req, corev1helpers.PodPriority(pod), nil, gone).admit()
 	if d != nil {
 		d.msg = fmt.Sprintf("pod group %s needs %d more members placed, and together they do not fit: %s", group, len(pods), strings.TrimPrefix(d.msg, "pod's "))
 	}

@@ -156,9 +156,8 @@ func TestReclaimNeverTakesABorrowerBelowMin(t *testing.T) {
 				m.observe(p)
 				all = append(all, victim(p))
 			}
-			pl := &ElasticQuota{shared: &shared{mgr: m}}
 			p := st.MakePod().Namespace(tc.preemptorNS).Name("p").UID(tc.preemptorNS + "/p").Req(tc.preemptorReq).Obj()
-			if got := names(pl.eligibleVictims(m.snapshot(p, podRequest(p), 0), all)); len(got) != tc.want {
+			if got := names(eligibleVictims(m, m.snapshot(p, podRequest(p), 0), all)); len(got) != tc.want {
 				t.Errorf("got victims %v, want %d: %s", got, tc.want, tc.why)
 			}
 		})
@@ -194,13 +193,12 @@ func TestConcurrentReclaimsStopAtMin(t *testing.T) {
 				m.observe(p)
 				all = append(all, victim(p))
 			}
-			pl := &ElasticQuota{shared: &shared{mgr: m}}
 			taken := 0
 			for i := range 6 {
 				// The victims stay on the node until they are deleted: every
 				// preemption sees all six.
 				p := pod("b", fmt.Sprintf("b%d", i), "1", 1000, "")
-				vs := pl.eligibleVictims(m.snapshot(p, podRequest(p), 1000), all)
+				vs := eligibleVictims(m, m.snapshot(p, podRequest(p), 1000), all)
 				var chosen *v1.Pod
 				for _, v := range vs {
 					if c := v.Pods()[0].GetPod(); !m.pods[c.UID].leaving {

@@ -146,7 +146,7 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 	if err != nil {
 		return nil, 0, fwk.AsStatus(err)
 	}
-	potential := pl.eligibleVictims(s, allPossibleVictims)
+	potential := eligibleVictims(pl.shared.mgr, s, allPossibleVictims)
 	if len(potential) == 0 {
 		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "No preemption victims found for incoming pod")
 	}
@@ -258,19 +258,20 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 //   - a pod of a namespace without a quota: if of lower priority, and the
 //     preemptor is within its min or has no quota either.
 //
-// A victim that is a pod group is eligible only if all its pods are.
-func (pl *ElasticQuota) eligibleVictims(s *preFilterState, all []*preemption.DomainVictim) []*preemption.DomainVictim {
-	m := pl.shared.mgr
+// A victim that is a pod group is eligible only if all its pods are. A pod
+// group that preempts (PodGroupPostFilter) is one preemptor: s is the
+// arithmetic of its members together.
+func eligibleVictims[V preemption.Victim](m *manager, s *preFilterState, all []V) []V {
 	ns := s.pod.Namespace
 
 	// Least important first, so the cap on borrowers takes the right ones.
-	sorted := append([]*preemption.DomainVictim(nil), all...)
+	sorted := append([]V(nil), all...)
 	sort.SliceStable(sorted, func(i, j int) bool { return preemption.MoreImportantVictim(sorted[j], sorted[i]) })
 
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	r := newVictimRule(m, s)
-	var own, others []*preemption.DomainVictim
+	var own, others []V
 	for _, v := range sorted {
 		ok := true
 		var borrowed map[string]vec
@@ -304,7 +305,7 @@ func (pl *ElasticQuota) eligibleVictims(s *preFilterState, all []*preemption.Dom
 	}
 	// Reprieve order: most important first; own-namespace pods are kept in
 	// preference to borrowers'.
-	byImportance := func(vs []*preemption.DomainVictim) {
+	byImportance := func(vs []V) {
 		sort.SliceStable(vs, func(i, j int) bool { return preemption.MoreImportantVictim(vs[i], vs[j]) })
 	}
 	byImportance(own)
@@ -401,7 +402,7 @@ func (pl *ElasticQuota) rule(preemptors []*v1.Pod) preemptible.Victims {
 	for _, p := range preemptors {
 		req.add(podRequest(p), 1)
 	}
-	s := m.snapshotExcluding(preemptors[0], req, corev1helpers.PodPriority(preemptors[0]), preemptors)
+	s := m.snapshotExcluding(preemptors[0], req, corev1helpers.PodPriority(preemptors[0]), preemptors, nil)
 	return &dryRunVictims{m: m, r: newVictimRule(m, s)}
 }
 

@@ -204,6 +204,83 @@ var _ = Describe("the native-gangs profile", func() {
 		Consistently(usedCPU(ctx), "2s").Should(Equal("0"))
 	})
 
+	It("reclaims borrowed CPU for a gang whose namespace is within its min: the borrower's pods are preempted until the whole gang fits, and no more", func(ctx SpecContext) {
+		// The cluster: one node with room for six 1-CPU pods; team
+		// a (min 2, max 6) runs six, borrowing team b's idle min of 4; b's
+		// gang of four 1-CPU members asks for its min back. Same priority:
+		// only the quota's reclaim rule may take a's pods. KWOK plays the
+		// node's kubelet (a preempted pod goes away). Its room is six pod
+		// slots rather than six CPUs: the profile's LoadAware counts a pod
+		// bound in the last minute at its request and keeps a node under 80%
+		// of its CPU, which would keep the last member off a node full of
+		// fresh pods whatever the quota does.
+		sel := map[string]string{"berth.dev/native-reclaim": "true"}
+		s := sandbox.NodeSpec{Name: "native-reclaim", CPU: "16", Memory: "48Gi", Pods: "6", Labels: sel}
+		_, err := kwok.CreateNode(ctx, s)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { Expect(kwok.DeleteNode(ctx, s.Name)).To(Succeed()) })
+		Expect(kwok.WaitReady(ctx, time.Minute, s.Name)).To(Succeed())
+		// Only the two teams' quotas: the shared namespace's min would be
+		// more room to borrow.
+		Expect(eq.SchedulingV1alpha1().ElasticQuotas(ns).Delete(ctx, "quota", metav1.DeleteOptions{})).To(Succeed())
+		startScheduler()
+
+		team := func(prefix, min, max string) string {
+			GinkgoHelper()
+			n, err := env.Client.CoreV1().Namespaces().Create(ctx, sandbox.Namespace(prefix), metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) {
+				_ = env.Client.CoreV1().Pods(n.Name).DeleteCollection(ctx, *metav1.NewDeleteOptions(0), metav1.ListOptions{})
+				_ = env.Client.CoreV1().Namespaces().Delete(ctx, n.Name, metav1.DeleteOptions{})
+			})
+			_, err = eq.SchedulingV1alpha1().ElasticQuotas(n.Name).Create(ctx, &schedv1alpha1.ElasticQuota{
+				ObjectMeta: metav1.ObjectMeta{Namespace: n.Name, Name: "quota"},
+				Spec: schedv1alpha1.ElasticQuotaSpec{
+					Min: v1.ResourceList{v1.ResourceCPU: resource.MustParse(min)},
+					Max: v1.ResourceList{v1.ResourceCPU: resource.MustParse(max)},
+				},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			return n.Name
+		}
+		a, b := team("native-reclaim-a", "2", "6"), team("native-reclaim-b", "4", "6")
+
+		By("a runs six 1-CPU pods: 4 CPU borrowed from b's min")
+		var borrowers []string
+		for i := range 6 {
+			p := sandbox.MakePod(sandbox.PodSpec{Namespace: a, Name: fmt.Sprintf("a-%d", i), SchedulerName: "berth-native-gangs", CPU: "1", Memory: "64Mi", NodeSelector: sel})
+			p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0) // a preempted pod stops at once
+			_, err := env.Client.CoreV1().Pods(a).Create(ctx, p, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			borrowers = append(borrowers, p.Name)
+		}
+		ns = a
+		Eventually(bound(ctx, borrowers)).Should(Equal(6))
+
+		By("b's gang of four 1-CPU members: bound whole, four of a's pods preempted, a back at its min")
+		ns = b
+		members := gang(ctx, "reclaim", 4, 4, "1", func(p *v1.Pod) { p.Spec.NodeSelector = sel })
+		Eventually(bound(ctx, members), time.Minute).Should(Equal(4))
+		Eventually(groupScheduled(ctx, "reclaim")).Should(Equal("True"))
+		ns = a
+		// a's pods still there, all bound (a preempted pod is deleted).
+		left := func() (int, error) {
+			l, err := env.Client.CoreV1().Pods(a).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return 0, err
+			}
+			n := 0
+			for _, p := range l.Items {
+				if p.Spec.NodeName != "" {
+					n++
+				}
+			}
+			return n, nil
+		}
+		Eventually(left).Should(Equal(2), "four of a's pods preempted")
+		Consistently(left, "3s").Should(Equal(2), "and no more: a runs its min")
+	})
+
 	It("estimates a gang's members as the cycle places them: they do not all go to the node that looked idle", func(ctx SpecContext) {
 		// Two nodes KWOK plays the kubelet of, with the usage metrics-server
 		// reports for them: 1 of 8 CPUs on the idle node, 4 of 8 on the
