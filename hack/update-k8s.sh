@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Pins Berth to a Kubernetes release: rewrites the k8s.io/kubernetes requirement
-# and the replace block that maps every staging module (listed as v0.0.0 in
-# k8s.io/kubernetes' own go.mod) to the matching v0.x.y tag.
+# Pins Berth to a Kubernetes release, in one command: rewrites the
+# k8s.io/kubernetes requirement and the replace block that maps every staging
+# module (listed as v0.0.0 in k8s.io/kubernetes' own go.mod) to the matching
+# v0.x.y tag, tidies go.mod, raises the tools modules' shared requirements to
+# Berth's (align-tools), and moves the chart's kubeVersion range to the new
+# minor. A pre-release (v1.38.0-beta.0) pins the staging modules' matching
+# pre-release (v0.38.0-beta.0): for a scratch branch, not for main.
 #
-#   hack/update-k8s.sh v1.37.2 && go mod tidy && go run ./hack/align-tools hack/tools/kwok hack/tools/helm hack/tools/kustomize hack/tools/promcheck hack/tools/benchreport
+#   hack/update-k8s.sh v1.38.0
+#
+# Then make build test; docs/compatibility.md lists what a bump has needed.
 set -euo pipefail
 
 version=${1:?usage: hack/update-k8s.sh vMAJOR.MINOR.PATCH}
-[[ $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || { echo "version must look like v1.37.2, got $version" >&2; exit 2; }
-staging="v0.${BASH_REMATCH[1]}.${BASH_REMATCH[2]}"
+[[ $version =~ ^v1\.([0-9]+)\.([0-9]+)(-(alpha|beta|rc)\.[0-9]+)?$ ]] ||
+  { echo "version must look like v1.37.2 or v1.38.0-beta.0, got $version" >&2; exit 2; }
+minor=${BASH_REMATCH[1]}
+staging="v0.${BASH_REMATCH[1]}.${BASH_REMATCH[2]}${BASH_REMATCH[3]}"
 
 cd "$(dirname "$0")/.."
 modfile=$(go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^\s*"GoMod": "\(.*\)",$/\1/p')
@@ -32,6 +40,9 @@ done
   echo ")"
 } >>go.mod
 go mod edit -fmt
-echo "pinned k8s.io/kubernetes $version and ${#mods[@]} staging modules at $staging; now run:"
-echo "  go mod tidy && go run ./hack/align-tools hack/tools/kwok hack/tools/helm hack/tools/kustomize hack/tools/promcheck hack/tools/benchreport"
-echo "(align-tools raises the tools modules' shared requirements to Berth's, so a cold build compiles them once)"
+go mod tidy
+go run ./hack/align-tools hack/tools/kwok hack/tools/helm hack/tools/kustomize hack/tools/promcheck hack/tools/benchreport
+# The chart installs on the minor it is built for.
+sed -i "s/^kubeVersion: .*/kubeVersion: \">=1.${minor}.0-0 <1.$((minor + 1)).0-0\"/" charts/berth/Chart.yaml
+echo "pinned k8s.io/kubernetes $version and ${#mods[@]} staging modules at $staging, tidied go.mod and the tools modules, chart kubeVersion 1.${minor}"
+echo "now: make build test (the envtest binaries of $version are built by make)"
