@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +38,69 @@ func queued(t *testing.T, pod *v1.Pod, ts time.Time) *framework.QueuedPodInfo {
 		t.Fatal(err)
 	}
 	return &framework.QueuedPodInfo{PodInfo: pi, QueueingParams: framework.QueueingParams{Timestamp: ts}}
+}
+
+// Kubernetes' own pod groups (GenericWorkload: the queue holds a native
+// PodGroup as one entity) are queued exactly as under PrioritySort when
+// Coscheduling's queue sort replaces it: pair by pair among native groups and
+// pods of no group, in a queue that also holds scheduler-plugins gangs.
+func TestLessEqualsPrioritySortForNativePodGroups(t *testing.T) {
+	s := newSim(t, nil, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, nil)
+	ps := &queuesort.PrioritySort{}
+	t0 := time.Unix(1_700_000_000, 0)
+	rng := rand.New(rand.NewSource(2))
+	var native, spGang []fwk.QueuedEntityInfo
+	for i := range 40 {
+		ts := t0.Add(time.Duration(rng.Intn(5)) * time.Second)
+		prio := int32(rng.Intn(3) * 100)
+		switch i % 3 {
+		case 0: // a native PodGroup entity
+			pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: fmt.Sprintf("native-%d", i)},
+				Spec: schedulingv1beta1.PodGroupSpec{Priority: ptr.To(prio)}}
+			native = append(native, &framework.QueuedPodGroupInfo{
+				PodGroupInfo:   &framework.PodGroupInfo{Namespace: testNS, Name: pg.Name, Type: fwk.PodGroupKeyType, PodGroup: pg},
+				QueueingParams: framework.QueueingParams{Timestamp: ts},
+			})
+		case 1: // a pod of no group
+			native = append(native, queued(t, st.MakePod().Namespace(testNS).Name(fmt.Sprintf("p-%d", i)).Priority(prio).Obj(), ts))
+		default: // a member of the scheduler-plugins gang g
+			p := st.MakePod().Namespace(testNS).Name(fmt.Sprintf("g-%d", i)).Priority(prio).Label(schedv1alpha1.PodGroupLabel, "g").Obj()
+			spGang = append(spGang, queued(t, p, ts))
+		}
+	}
+	key := func(e fwk.QueuedEntityInfo) string {
+		switch e := e.(type) {
+		case *framework.QueuedPodGroupInfo:
+			return "PodGroup " + e.Name
+		case *framework.QueuedPodInfo:
+			return "Pod " + e.Pod.Name
+		}
+		return fmt.Sprintf("%T", e)
+	}
+	for _, a := range native {
+		for _, b := range native {
+			if got, want := s.pl.Less(a, b), ps.Less(a, b); got != want {
+				t.Fatalf("Less(%s prio %d at %s, %s prio %d at %s) = %v, PrioritySort says %v",
+					key(a), a.GetPriority(), a.GetTimestamp(), key(b), b.GetPriority(), b.GetTimestamp(), got, want)
+			}
+		}
+	}
+	// Beside them, the gang's members are still ordered by priority first,
+	// and the order stays a strict weak ordering over the whole queue.
+	all := append(append([]fwk.QueuedEntityInfo(nil), native...), spGang...)
+	for _, a := range all {
+		if s.pl.Less(a, a) {
+			t.Fatalf("Less(%s, itself) = true", key(a))
+		}
+		for _, b := range all {
+			if a.GetPriority() != b.GetPriority() && s.pl.Less(a, b) != (a.GetPriority() > b.GetPriority()) {
+				t.Fatalf("Less(%s prio %d, %s prio %d) does not order by priority first", key(a), a.GetPriority(), key(b), b.GetPriority())
+			}
+			if s.pl.Less(a, b) && s.pl.Less(b, a) {
+				t.Fatalf("Less(%s, %s) and Less(%s, %s) both true", key(a), key(b), key(b), key(a))
+			}
+		}
+	}
 }
 
 // For pods of no group, Less must be PrioritySort's Less, pair by pair.
