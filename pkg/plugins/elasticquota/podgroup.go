@@ -12,11 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
@@ -44,6 +46,10 @@ import (
 // scheduler-plugins gang (bound members of one PodGroup label), goes whole or
 // not at all; another pod goes alone.
 func (pl *ElasticQuota) PodGroupPostFilter(ctx context.Context, _ fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, schedule fwk.PodGroupSchedulingFunc) (res *fwk.PodGroupPostFilterResult, status *fwk.Status) {
+	defer func() {
+		// Upstream's pod-group preemption counts its attempts so.
+		metrics.WorkloadPreemptionAttempts.WithLabelValues(status.Code().String()).Inc()
+	}()
 	res, status = pl.preemptForGroup(ctx, pgInfo, schedule)
 	if msg := status.Message(); msg != "" {
 		status = fwk.NewStatus(status.Code(), "ElasticQuota pod group preemption: "+msg)
@@ -59,7 +65,7 @@ func (pl *ElasticQuota) preemptForGroup(ctx context.Context, pgInfo fwk.PodGroup
 		// A composite pod group (CompositePodGroup, alpha) is left alone.
 		return nil, fwk.NewStatus(fwk.Unschedulable, "no pod group with members to place")
 	}
-	if neverPreempts(pg, members[0]) {
+	if neverPreempts(pg, members) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "not eligible due to preemptionPolicy=Never.")
 	}
 	lister := pl.fh.MutableSnapshotSharedLister()
@@ -72,13 +78,16 @@ func (pl *ElasticQuota) preemptForGroup(ctx context.Context, pgInfo fwk.PodGroup
 	}
 
 	m := pl.shared.mgr
-	prio := preemption.GetPodPriority(members[0], lister.PodGroups(), nil)
+	// Priorities are pods' throughout, as in ElasticQuota's per-pod
+	// preemption and in the members' own PreFilter (which counts nominated
+	// pods of no lower priority): a gang's members share one.
+	prio := corev1helpers.PodPriority(members[0])
 	req := vec{}
 	for _, p := range members {
 		req.add(podRequest(p), 1)
 	}
 	s := m.snapshotExcluding(members[0], req, prio, members, nil)
-	eligible := eligibleVictims(m, s, victimUnits(nodes, lister.PodGroups(), members))
+	eligible := eligibleVictims(m, s, victimUnits(nodes, lister.PodGroups(), pg))
 	if len(eligible) == 0 {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "no preemption victims found for the pod group")
 	}
@@ -110,6 +119,14 @@ func (pl *ElasticQuota) preemptForGroup(ctx context.Context, pgInfo fwk.PodGroup
 		return nil, fwk.AsStatus(err)
 	}
 	preemptionsTotal.WithLabelValues(kind).Inc()
+	// Upstream's pod-group preemption metrics, as its executor observes them.
+	metrics.WorkloadPreemptionVictims.Observe(float64(len(sel.victims.Pods)))
+	if sel.disruptions > 0 {
+		metrics.PreemptionWorkloadDisruptions.WithLabelValues(string(fwk.PodGroupKeyType)).Observe(float64(sel.disruptions))
+	}
+	if n := sel.victims.NumPDBViolations; n > 0 {
+		metrics.PreemptionPDBViolations.WithLabelValues(string(fwk.PodGroupKeyType)).Add(float64(n))
+	}
 	if loggerV := logger.V(2); loggerV.Enabled() {
 		loggerV.Info("ElasticQuota preempted for a pod group", "podGroup", klog.KObj(pg), "kind", kind, "victims", klog.KObjSlice(sel.victims.Pods))
 	}
@@ -141,6 +158,9 @@ func (pl *ElasticQuota) selectGroupVictims(ctx context.Context, lister fwk.Mutab
 		}
 	}
 	assignments, status := schedule(withGone(ctx, gone))
+	if status.IsError() {
+		return nil, status
+	}
 	if !status.IsSuccess() {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("the pod group does not fit even without the %d pods it may preempt: %s", gone.Len(), status.Message()))
 	}
@@ -225,7 +245,7 @@ func (pl *ElasticQuota) selectGroupVictims(ctx context.Context, lister fwk.Mutab
 
 	sel := &groupSelection{victims: &extenderv1.Victims{}, nominated: map[types.NamespacedName]*fwk.NominatingInfo{}}
 	preempt := func(v preemption.Victim) {
-		if v.IsGroup() {
+		if v.Type() == fwk.PodGroupKeyType {
 			sel.disruptions++
 		}
 		for _, pi := range v.Pods() {
@@ -290,13 +310,18 @@ func (pl *ElasticQuota) actuate(ctx context.Context, preemptor preemption.Execut
 	return errs.Receive()
 }
 
-// neverPreempts: the group's preemption policy (its own, else its first
-// member's) is Never.
-func neverPreempts(pg *schedulingv1beta1.PodGroup, first *v1.Pod) bool {
+// neverPreempts: the group's preemption policy is Never (its own, else any
+// member's: upstream refuses a group whose members' policies differ).
+func neverPreempts(pg *schedulingv1beta1.PodGroup, members []*v1.Pod) bool {
 	if pg.Spec.PreemptionPolicy != nil {
 		return string(*pg.Spec.PreemptionPolicy) == string(v1.PreemptNever)
 	}
-	return first.Spec.PreemptionPolicy != nil && *first.Spec.PreemptionPolicy == v1.PreemptNever
+	for _, p := range members {
+		if p.Spec.PreemptionPolicy != nil && *p.Spec.PreemptionPolicy == v1.PreemptNever {
+			return true
+		}
+	}
+	return false
 }
 
 // ongoingPreemption: a member is nominated to a node where a victim of a
@@ -325,51 +350,46 @@ func ongoingPreemption(lister fwk.SharedLister, members []*v1.Pod) (map[types.Na
 
 // victimUnits groups the pods on the nodes into preemption units: the bound
 // pods of a native pod group with disruption mode All, or of one
-// scheduler-plugins PodGroup, are one unit; any other pod is one alone.
-func victimUnits(nodes []fwk.NodeInfo, pgs fwk.PodGroupLister, members []*v1.Pod) []preemption.Victim {
+// scheduler-plugins PodGroup, are one unit (its priority is its pods'
+// highest); any other pod is one alone. The preempting group's own bound
+// members are no victims. Units are built with preemption.NewVictim alone,
+// whose signature Kubernetes 1.38 keeps.
+func victimUnits(nodes []fwk.NodeInfo, pgs fwk.PodGroupLister, self *schedulingv1beta1.PodGroup) []preemption.Victim {
 	type unit struct {
 		pods []fwk.PodInfo
 		prio int32
 		kind fwk.EntityKeyType
 	}
-	self := sets.New[types.UID]()
-	for _, p := range members {
-		self.Insert(p.UID)
-	}
-	var out []preemption.Victim
-	groups := map[string]*unit{}
+	units := map[string]*unit{}
 	var order []string
 	for _, ni := range nodes {
 		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
-			if self.Has(p.UID) {
-				continue
-			}
-			key := ""
+			key, kind := "pod/"+string(p.UID), fwk.PodKeyType
 			if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+				if p.Namespace == self.Namespace && *sg.PodGroupName == self.Name {
+					continue
+				}
 				if pg, err := pgs.Get(p.Namespace, *sg.PodGroupName); err == nil && pg != nil && pg.Spec.DisruptionMode != nil && pg.Spec.DisruptionMode.All != nil {
-					key = "native/" + p.Namespace + "/" + pg.Name
+					key, kind = "native/"+p.Namespace+"/"+pg.Name, fwk.PodGroupKeyType
 				}
 			} else if name := p.Labels[schedv1alpha1.PodGroupLabel]; name != "" {
-				key = "gang/" + p.Namespace + "/" + name
+				key, kind = "gang/"+p.Namespace+"/"+name, fwk.PodGroupKeyType
 			}
-			if key == "" {
-				out = append(out, preemption.NewPodVictim(pi, pgs, nil))
-				continue
-			}
-			u := groups[key]
+			u := units[key]
 			if u == nil {
-				u = &unit{prio: preemption.GetPodPriority(p, pgs, nil), kind: fwk.PodGroupKeyType}
-				groups[key] = u
+				u = &unit{prio: corev1helpers.PodPriority(p), kind: kind}
+				units[key] = u
 				order = append(order, key)
 			}
+			u.prio = max(u.prio, corev1helpers.PodPriority(p))
 			u.pods = append(u.pods, pi)
 		}
 	}
+	out := make([]preemption.Victim, 0, len(order))
 	for _, key := range order {
-		u := groups[key]
-		v, err := preemption.NewVictim(u.pods, u.prio, u.kind)
-		if err == nil {
+		u := units[key]
+		if v, err := preemption.NewVictim(u.pods, u.prio, u.kind); err == nil {
 			out = append(out, v)
 		}
 	}

@@ -2,10 +2,26 @@ package elasticquota
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/berth-scheduler/berth/internal/testing/podgroupcycle"
 )
 
 // A pod group's scheduling cycle (GenericWorkload, schedule_one_podgroup)
@@ -80,4 +96,214 @@ func TestAPodGroupCyclesReservationsCountForAdmissionButAreNotReported(t *testin
 	pl.Unreserve(ctx, framework.NewCycleState(), third, "n1")
 	admitted("the third's binding failed", 3000)
 	reported("the third's binding failed", "3")
+}
+
+// quotaState is the manager's accounting, copied for comparison.
+type quotaState struct {
+	NSUsed, NSSimulated, NSLeaving map[string]vec
+	TotalUsed                      vec
+	Pods, Nominated, Preempted     []string
+}
+
+func stateOf(m *manager) quotaState {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	// A resource at 0 is one the namespace does not use.
+	nonZero := func(v vec) vec {
+		out := vec{}
+		for name, x := range v {
+			if x != 0 {
+				out[name] = x
+			}
+		}
+		return out
+	}
+	cp := func(in map[string]vec) map[string]vec {
+		out := map[string]vec{}
+		for ns, v := range in {
+			out[ns] = nonZero(v)
+		}
+		return out
+	}
+	uids := func(keys []types.UID) []string {
+		out := make([]string, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, string(k))
+		}
+		slices.Sort(out)
+		return out
+	}
+	return quotaState{
+		NSUsed: cp(m.nsUsed), NSSimulated: cp(m.nsSimulated), NSLeaving: cp(m.nsLeaving),
+		TotalUsed: nonZero(m.totalUsed),
+		Pods:      uids(slices.Collect(maps.Keys(m.pods))), Nominated: uids(slices.Collect(maps.Keys(m.nominated))),
+		Preempted: uids(m.preempted.UnsortedList()),
+	}
+}
+
+// Kubernetes' PodGroup cycle reserves each member to try the group and
+// reverts them all when the group does not fit; so does the group
+// preemption's own scheduling of the group (PodGroupPostFilter). Run through
+// the real cycle (scheduler.New with the GenericWorkload gate), ElasticQuota's
+// accounting must come out as it went in.
+func TestARevertedPodGroupCycleLeavesTheQuotaAsItWas(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gangs
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GangScheduling
+      - name: ElasticQuota
+      disabled:
+      - name: DefaultPreemption
+`
+	member := func(i int) *v1.Pod {
+		return st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName("gangs").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	}
+	for _, tc := range []struct {
+		name string
+		// node's CPUs, the quotas, pods already bound
+		cpu    string
+		quotas []*schedv1alpha1.ElasticQuota
+		bound  []*v1.Pod
+		// the message a member's status must show: the cycle got that far
+		want string
+	}{{
+		name:   "the quota refuses the third member",
+		cpu:    "8",
+		quotas: []*schedv1alpha1.ElasticQuota{eq("a", rl("cpu", "2"), rl("cpu", "2"))},
+		want:   "cpu used 2 + request 1 exceeds max 2",
+	}, {
+		name:   "the node has room for one member, and the group preemption's own try fails too",
+		cpu:    "2",
+		quotas: []*schedv1alpha1.ElasticQuota{eq("a", rl("cpu", "4"), rl("cpu", "4")), eq("b", rl("cpu", "0"), rl("cpu", "4"))},
+		// b borrows a's min: a victim the group preemption removes and
+		// schedules the group without, in vain.
+		bound: []*v1.Pod{pod("b", "borrower", "1", 0, "n1")},
+		want:  "does not fit even without the 1 pods it may preempt",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pl *ElasticQuota
+			reg := frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+				p, err := NewWithClient(fakeEQClient(tc.quotas...))(ctx, obj, h)
+				if err == nil {
+					pl = p.(*ElasticQuota)
+				}
+				return p, err
+			}}
+			objs := []runtime.Object{node("n1", tc.cpu)}
+			for _, p := range tc.bound {
+				objs = append(objs, p)
+			}
+			c := podgroupcycle.New(t, config, reg, objs...)
+			if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				return pl.shared.podsSynced() && len(stateOf(pl.shared.mgr).Pods) == len(tc.bound), nil
+			}); err != nil {
+				t.Fatal("the quota never counted the bound pods")
+			}
+			before := stateOf(pl.shared.mgr)
+			members := c.Gang(t, "a", "g", 3, 3, member)
+			if got := c.Attempted(t, "a", "g"); got != "False" {
+				t.Fatalf("the group's PodGroupInitiallyScheduled is %s, want False", got)
+			}
+			if diff := cmp.Diff(before, stateOf(pl.shared.mgr)); diff != "" {
+				t.Errorf("accounting after the reverted cycle (-before +after):\n%s", diff)
+			}
+			if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+				for _, m := range members {
+					p, err := c.Client.CoreV1().Pods("a").Get(ctx, m.Name, metav1.GetOptions{})
+					if err != nil {
+						return false, err
+					}
+					for _, cond := range p.Status.Conditions {
+						if cond.Type == v1.PodScheduled && strings.Contains(cond.Message, tc.want) {
+							return true, nil
+						}
+					}
+				}
+				return false, nil
+			}); err != nil {
+				t.Errorf("no member's status says %q: the cycle did not get as far as the test needs", tc.want)
+			}
+			for _, p := range tc.bound {
+				if _, err := c.Client.CoreV1().Pods(p.Namespace).Get(t.Context(), p.Name, metav1.GetOptions{}); err != nil {
+					t.Errorf("%s/%s: %v (preempted in vain?)", p.Namespace, p.Name, err)
+				}
+			}
+		})
+	}
+}
+
+// A native gang within its namespace's min reclaims through the real
+// PodGroup cycle (PodGroupPostFilter): a borrower's scheduler-plugins gang
+// is one victim, taken whole, and the borrower's single pod that the gang
+// does not need stays.
+func TestAGangReclaimsAndTakesAnotherGangWhole(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gangs
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GangScheduling
+      - name: ElasticQuota
+      disabled:
+      - name: DefaultPreemption
+`
+	var pl *ElasticQuota
+	quotas := []*schedv1alpha1.ElasticQuota{eq("a", rl("cpu", "2"), rl("cpu", "4")), eq("b", rl("cpu", "0"), rl("cpu", "4"))}
+	reg := frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := NewWithClient(fakeEQClient(quotas...))(ctx, obj, h)
+		if err == nil {
+			pl = p.(*ElasticQuota)
+		}
+		return p, err
+	}}
+	// b borrows all 3 CPUs of the node: an SP gang of two pods of priority
+	// 10, one pod of priority 0 alone (borrowers' pods go whatever their
+	// priority). The gang is reprieved first, in vain: a's two members need
+	// two CPUs. Were the gang's pods victims one by one, one of them would
+	// be kept and the other preempted with the single pod.
+	single := pod("b", "single", "1", 0, "n1")
+	gang0, gang1 := pod("b", "sp-0", "1", 10, "n1"), pod("b", "sp-1", "1", 10, "n1")
+	for _, p := range []*v1.Pod{gang0, gang1} {
+		p.Labels = map[string]string{schedv1alpha1.PodGroupLabel: "sp"}
+	}
+	c := podgroupcycle.New(t, config, reg, node("n1", "3"), single, gang0, gang1)
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return pl.shared.podsSynced() && len(stateOf(pl.shared.mgr).Pods) == 3, nil
+	}); err != nil {
+		t.Fatal("the quota never counted the bound pods")
+	}
+	members := c.Gang(t, "a", "g", 2, 2, func(i int) *v1.Pod {
+		return st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName("gangs").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	})
+	if got := c.Attempted(t, "a", "g"); got != "False" {
+		t.Fatalf("the group's PodGroupInitiallyScheduled is %s, want False (waiting for its victims)", got)
+	}
+	left, err := c.Client.CoreV1().Pods("b").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range left.Items {
+		names = append(names, p.Name)
+	}
+	if !slices.Equal(names, []string{"single"}) {
+		t.Errorf("b's pods left: %v, want [single]: the SP gang is the unit that makes room, taken whole", names)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, m := range members {
+			p, err := c.Client.CoreV1().Pods("a").Get(ctx, m.Name, metav1.GetOptions{})
+			if err != nil || p.Status.NominatedNodeName != "n1" {
+				return false, err
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Errorf("a's members are not nominated to n1: %v", err)
+	}
 }

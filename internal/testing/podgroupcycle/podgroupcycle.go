@@ -1,0 +1,169 @@
+// Package podgroupcycle runs Kubernetes' own PodGroup scheduling cycle
+// (GenericWorkload, pkg/scheduler/schedule_one_podgroup.go) in a plugin's
+// unit test: a scheduler built by scheduler.New, as app.Setup builds it, on
+// an in-memory clientset, with the plugins of the caller's registry, run as
+// the kube-scheduler binary runs it (Scheduler.Run). Its backoff is long, so
+// that once a gang's first attempt has ended the scheduler stays idle: a
+// plugin's test captures its instance in the registry's factory and compares
+// the plugin's state before the gang is created and after its first cycle.
+package podgroupcycle
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	clientfeatures "k8s.io/client-go/features"
+	clientfeaturestesting "k8s.io/client-go/features/testing"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/features"
+	"k8s.io/kubernetes/pkg/scheduler"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/utils/ptr"
+
+	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's plugin args in the config scheme
+)
+
+// Cluster is the scheduler and its in-memory API.
+type Cluster struct {
+	Client *kubefake.Clientset
+	Sched  *scheduler.Scheduler
+	ctx    context.Context
+}
+
+// New builds the scheduler that config (a KubeSchedulerConfiguration, YAML,
+// without clientConnection) describes, with the out-of-tree plugins of reg,
+// on a clientset holding objs, and starts its informers and queue until the
+// test ends.
+func New(t *testing.T, config string, reg frameworkruntime.Registry, objs ...runtime.Object) *Cluster {
+	t.Helper()
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.GenericWorkload, true)
+	// The in-memory clientset never sends watch-list's initial-events
+	// bookmark: informers would wait out their sync timeout.
+	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
+	logger, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := options.LoadConfigFromFile(logger, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubefake.NewClientset(objs...)
+	informerFactory := scheduler.NewInformerFactory(client, 0, nil)
+	// The dynamic informers the scheduler starts for plugins' custom
+	// resources (queueing hints) list these.
+	listKinds := map[schema.GroupVersionResource]string{
+		{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "elasticquotas"}: "ElasticQuotaList",
+		{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}:     "PodGroupList",
+	}
+	dyn := dynamicinformer.NewDynamicSharedInformerFactory(dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds), 0)
+	broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, client)
+	t.Cleanup(broadcaster.Shutdown)
+	sched, err := scheduler.New(ctx, client, informerFactory, dyn,
+		func(name string) events.EventRecorderLogger { return broadcaster.NewRecorder(name) },
+		scheduler.WithProfiles(cfg.Profiles...),
+		scheduler.WithFrameworkOutOfTreeRegistry(reg),
+		scheduler.WithPodInitialBackoffSeconds(idle),
+		scheduler.WithPodMaxBackoffSeconds(idle),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	informerFactory.Start(ctx.Done())
+	dyn.Start(ctx.Done())
+	informerFactory.WaitForCacheSync(ctx.Done())
+	dyn.WaitForCacheSync(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sched.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return &Cluster{Client: client, Sched: sched, ctx: ctx}
+}
+
+// idle is the backoff, in seconds, of an entity that failed: longer than a
+// test waits, so nothing is retried.
+const idle = 600
+
+// Gang creates a native PodGroup of minCount and its pods (each made by
+// pod(i), which must set the scheduler name and resources), as a Job
+// controller creates them: the group, then its pods naming it in
+// spec.schedulingGroup.
+func (c *Cluster) Gang(t *testing.T, ns, name string, minCount int32, pods int, pod func(i int) *v1.Pod) []*v1.Pod {
+	t.Helper()
+	_, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(c.ctx, &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*v1.Pod
+	for i := range pods {
+		p := pod(i)
+		p.Namespace = ns
+		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
+		if p.UID == "" {
+			// The in-memory clientset assigns none, and the scheduler
+			// counts a group's pods by UID.
+			p.UID = types.UID(ns + "/" + p.Name)
+		}
+		created, err := c.Client.CoreV1().Pods(ns).Create(c.ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, created)
+	}
+	return out
+}
+
+// Attempted waits until the PodGroup cycle has written the group's
+// PodGroupInitiallyScheduled condition (the last thing a cycle does) and
+// returns its status ("True" or "False"). A group that failed then waits out
+// the long backoff: the scheduler is idle.
+func (c *Cluster) Attempted(t *testing.T, ns, name string) string {
+	t.Helper()
+	var status string
+	if err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		pg, err := c.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range pg.Status.Conditions {
+			if cond.Type == schedulingv1beta1.PodGroupInitiallyScheduled {
+				status = string(cond.Status)
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("PodGroup %s/%s was not attempted within 30s: %v", ns, name, err)
+	}
+	return status
+}
