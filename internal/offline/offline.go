@@ -35,6 +35,7 @@ import (
 	berthconfig "github.com/berth-scheduler/berth/apis/config"
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's plugin args in the config scheme
 	"github.com/berth-scheduler/berth/internal/crd"
+	"github.com/berth-scheduler/berth/internal/fakeapi"
 	"github.com/berth-scheduler/berth/pkg/plugins/coscheduling"
 	"github.com/berth-scheduler/berth/pkg/plugins/elasticquota"
 	"github.com/berth-scheduler/berth/pkg/plugins/loadaware"
@@ -98,7 +99,7 @@ func NewClientsWith(kube, crds, metrics, dyn []runtime.Object) *Clients {
 	for _, m := range metrics {
 		_ = c.Metrics.Tracker().Create(metricsv1beta1.SchemeGroupVersion.WithResource("nodes"), m, "")
 	}
-	c.Kube.PrependReactor("create", "pods", bindThroughTracker(c))
+	c.Kube.PrependReactor("create", "pods", fakeapi.BindThroughTracker(c.Kube.Tracker()))
 	// kube-apiserver filters pod lists and watches by field (the scheduler's
 	// informer leaves ended pods out, AdmissionFeedback lists Failed ones);
 	// the fake applies label selectors only.

@@ -518,42 +518,6 @@ func unbind(p *v1.Pod) {
 	p.Status = v1.PodStatus{Phase: v1.PodPending}
 }
 
-// bindThroughTracker makes the in-memory API server do what kube-apiserver
-// does on pods/binding: set the pod's nodeName and its PodScheduled
-// condition.
-func bindThroughTracker(c *Clients) clienttesting.ReactionFunc {
-	return func(action clienttesting.Action) (bool, runtime.Object, error) {
-		ca, ok := action.(clienttesting.CreateAction)
-		if !ok || action.GetSubresource() != "binding" {
-			return false, nil, nil
-		}
-		b, ok := ca.GetObject().(*v1.Binding)
-		if !ok {
-			return false, nil, nil
-		}
-		obj, err := c.Kube.Tracker().Get(v1.SchemeGroupVersion.WithResource("pods"), b.Namespace, b.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		p := obj.(*v1.Pod).DeepCopy()
-		if p.Spec.NodeName != "" {
-			return true, nil, fmt.Errorf("pod %s/%s is already bound to %s", p.Namespace, p.Name, p.Spec.NodeName)
-		}
-		p.Spec.NodeName = b.Target.Name
-		cond := v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.Now()}
-		replaced := false
-		for i := range p.Status.Conditions {
-			if p.Status.Conditions[i].Type == v1.PodScheduled {
-				p.Status.Conditions[i], replaced = cond, true
-			}
-		}
-		if !replaced {
-			p.Status.Conditions = append(p.Status.Conditions, cond)
-		}
-		return true, b, c.Kube.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace)
-	}
-}
-
 // podFields are the fields a pod list or watch may select on here, as
 // kube-apiserver computes them (pkg/registry/core/pod's
 // ToSelectableFields, which works on the internal types): the ones the

@@ -38,6 +38,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's plugin args in the config scheme
+	"github.com/berth-scheduler/berth/internal/fakeapi"
 )
 
 // Cluster is the scheduler and its in-memory API.
@@ -52,6 +53,13 @@ type Cluster struct {
 // on a clientset holding objs, and starts its informers and queue until the
 // test ends.
 func New(t *testing.T, config string, reg frameworkruntime.Registry, objs ...runtime.Object) *Cluster {
+	t.Helper()
+	return NewWithBackoff(t, idle, config, reg, objs...)
+}
+
+// NewWithBackoff is New with a backoff of seconds: a test that waits for a
+// failed pod's retry (a refused binding) sets it short.
+func NewWithBackoff(t *testing.T, seconds int64, config string, reg frameworkruntime.Registry, objs ...runtime.Object) *Cluster {
 	t.Helper()
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.GenericWorkload, true)
 	// The in-memory clientset never sends watch-list's initial-events
@@ -70,6 +78,7 @@ func New(t *testing.T, config string, reg frameworkruntime.Registry, objs ...run
 		t.Fatal(err)
 	}
 	client := kubefake.NewClientset(objs...)
+	client.PrependReactor("create", "pods", fakeapi.BindThroughTracker(client.Tracker()))
 	informerFactory := scheduler.NewInformerFactory(client, 0, nil)
 	// The dynamic informers the scheduler starts for plugins' custom
 	// resources (queueing hints) list these.
@@ -84,8 +93,8 @@ func New(t *testing.T, config string, reg frameworkruntime.Registry, objs ...run
 		func(name string) events.EventRecorderLogger { return broadcaster.NewRecorder(name) },
 		scheduler.WithProfiles(cfg.Profiles...),
 		scheduler.WithFrameworkOutOfTreeRegistry(reg),
-		scheduler.WithPodInitialBackoffSeconds(idle),
-		scheduler.WithPodMaxBackoffSeconds(idle),
+		scheduler.WithPodInitialBackoffSeconds(seconds),
+		scheduler.WithPodMaxBackoffSeconds(seconds),
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clienttesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -90,5 +92,90 @@ profiles:
 		return false, nil
 	}); err != nil {
 		t.Error("no member's status says the cycle placed 2 members before it reverted them")
+	}
+}
+
+// A gang member whose binding ConfirmBinder refuses (another scheduler
+// filled its node after the PodGroup cycle chose it) is handled as
+// Kubernetes 1.37 handles any failed member binding: the member alone goes
+// back to the queue, its group's next cycle counts the members already
+// bound towards minCount and places it elsewhere, so the gang ends bound
+// whole. Run through the real cycle and binding cycles (scheduler.New with
+// the GenericWorkload gate).
+func TestARefusedMemberIsPlacedAgainAndTheGangEndsWhole(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gangs
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GangScheduling
+    reserve:
+      enabled:
+      - name: ConfirmBinder
+    bind:
+      disabled:
+      - name: DefaultBinder
+      enabled:
+      - name: ConfirmBinder
+      - name: DefaultBinder
+  pluginConfig:
+  - name: ConfirmBinder
+    args:
+      confirm: Always
+`
+	node := func(name string) *v1.Node {
+		return st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "2", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
+	}
+	c := podgroupcycle.NewWithBackoff(t, 1, config, frameworkruntime.Registry{Name: New}, node("n1"), node("n2"))
+	// The first confirmation finds its node taken whole by a pod another
+	// scheduler bound there a moment ago.
+	var once sync.Once
+	intruded := make(chan string, 1)
+	c.Client.PrependReactor("list", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		sel := action.(clienttesting.ListAction).GetListRestrictions().Fields
+		node, ok := sel.RequiresExactMatch("spec.nodeName")
+		if !ok {
+			return false, nil, nil
+		}
+		once.Do(func() {
+			intruder := st.MakePod().Namespace("other").Name("intruder").UID("other/intruder").Node(node).Req(map[v1.ResourceName]string{v1.ResourceCPU: "2"}).Obj()
+			if err := c.Client.Tracker().Add(intruder); err != nil {
+				t.Error(err)
+			}
+			intruded <- node
+		})
+		return false, nil, nil
+	})
+	members := c.Gang(t, "a", "g", 2, 2, func(i int) *v1.Pod {
+		return st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName("gangs").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	})
+	var taken string
+	select {
+	case taken = <-intruded:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no binding was confirmed")
+	}
+	other := map[string]string{"n1": "n2", "n2": "n1"}[taken]
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, m := range members {
+			p, err := c.Client.CoreV1().Pods("a").Get(ctx, m.Name, metav1.GetOptions{})
+			if err != nil || p.Spec.NodeName == "" {
+				return false, err
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the gang was not bound whole after %s was taken: %v", taken, err)
+	}
+	for _, m := range members {
+		p, err := c.Client.CoreV1().Pods("a").Get(t.Context(), m.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != other {
+			t.Errorf("%s bound to %s, want %s: %s is full since the intruder came", p.Name, p.Spec.NodeName, other, taken)
+		}
 	}
 }
