@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -218,6 +219,12 @@ type cycleState struct {
 	// placed is the placement's explanation (set by Reserve), written by
 	// PreBind.
 	placed *item
+	// tried is the explanation of a placement Kubernetes' PodGroup cycle
+	// tried (Reserve with IsPodGroupSchedulingCycle): the cycle reverts
+	// every member before it reserves them again for binding, and only the
+	// try saw the snapshot the member was placed on (the members placed
+	// before it included). The binding's Reserve takes it as placed.
+	tried *item
 }
 
 // Clone returns the same state: the scored set is written once per cycle.
@@ -269,6 +276,19 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		return nil
 	}
 	s.placed = nil // a Reserve that an earlier Unreserve reverted left nothing behind
+	inGroupCycle := state.IsPodGroupSchedulingCycle()
+	if !inGroupCycle && s.tried != nil {
+		// Reserved for binding after the PodGroup cycle tried this node:
+		// the try's explanation is the placement's.
+		tried := s.tried
+		s.tried = nil
+		if tried.result.Placed != nil && tried.result.Placed.Node == nodeName {
+			pl.lastPending.Delete(pod.UID)
+			tried.pod = pod
+			s.placed = tried
+			return nil
+		}
+	}
 	if !pl.withinBudget(ctx, pod) {
 		return nil
 	}
@@ -282,15 +302,24 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	explainDuration.WithLabelValues(OutcomePlaced).Observe(pl.now().Sub(start).Seconds())
 	explanations.WithLabelValues(r.Outcome).Inc()
-	s.placed = &item{pod: pod, result: r, summary: summarizePlaced(r), seq: pl.out.next()}
+	it := &item{pod: pod, result: r, summary: summarizePlaced(r), seq: pl.out.next()}
+	if inGroupCycle {
+		s.tried = it
+		return nil
+	}
+	s.placed = it
 	return nil
 }
 
 // Unreserve drops the placement's explanation, not yet written: the pod is
-// not bound there.
+// not bound there. A PodGroup cycle's revert of a member it tried keeps
+// the try's explanation for the binding's Reserve.
 func (pl *Explain) Unreserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) {
 	if s := explaining(state); s != nil {
 		s.placed = nil
+		if !state.IsPodGroupSchedulingCycle() {
+			s.tried = nil
+		}
 	}
 }
 
@@ -379,6 +408,30 @@ func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, assu
 	if err != nil {
 		return nil, fmt.Errorf("listing the snapshot's nodes: %w", err)
 	}
+	// Kubernetes' PodGroup cycle adds each member it assumes to the
+	// snapshot, for the members after it to see: the cycle filtered and
+	// scored this one without itself on the chosen node.
+	chosenInfo, err := lister.Get(chosen)
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", chosen, err)
+	}
+	for _, pi := range chosenInfo.GetPods() {
+		if pi.GetPod().UID != pod.UID {
+			continue
+		}
+		without := chosenInfo.Snapshot()
+		if err := without.RemovePod(klog.FromContext(ctx), pi.GetPod()); err != nil {
+			return nil, fmt.Errorf("node %s without the pod: %w", chosen, err)
+		}
+		nodes = slices.Clone(nodes)
+		for i := range nodes {
+			if nodes[i].Node().Name == chosen {
+				nodes[i] = without
+			}
+		}
+		chosenInfo = without
+		break
+	}
 	clone := state.Clone()
 	statuses := make([]*fwk.Status, len(nodes))
 	pl.fh.Parallelizer().Until(ctx, len(nodes), func(i int) {
@@ -394,6 +447,9 @@ func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, assu
 		rej.add(st.Plugin(), st.Reasons())
 	}
 	r := pl.newResult(OutcomePlaced, len(nodes))
+	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+		r.PodGroup = pod.Namespace + "/" + *sg.PodGroupName
+	}
 	r.Rejections = rej.list()
 	p := &Placed{Node: chosen, Feasible: feasible}
 	r.Placed = p
@@ -410,6 +466,9 @@ func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, assu
 		ni, err := lister.Get(name)
 		if err != nil {
 			return nil, fmt.Errorf("node %s the cycle scored: %w", name, err)
+		}
+		if name == chosen {
+			ni = chosenInfo
 		}
 		scoredNodes = append(scoredNodes, ni)
 	}
@@ -606,6 +665,13 @@ func redactWords(s string, names sets.Set[string]) string {
 // summarizePlaced is the event's one line: the winner's margin over the
 // runner-up and the plugins that made it.
 func summarizePlaced(r *Result) string {
+	if r.PodGroup != "" {
+		return summarizeOnePlacement(r) + "; placed with its pod group " + r.PodGroup + ", the members before it counted"
+	}
+	return summarizeOnePlacement(r)
+}
+
+func summarizeOnePlacement(r *Result) string {
 	p := r.Placed
 	if !p.Scored {
 		return fmt.Sprintf("placed on %s: %s (%d of %d nodes feasible)", p.Node, p.NotScored, p.Feasible, r.Nodes)

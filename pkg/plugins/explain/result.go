@@ -36,6 +36,10 @@ type Result struct {
 	Profile string      `json:"profile"`
 	Time    metav1.Time `json:"time"`
 	Outcome string      `json:"outcome"`
+	// PodGroup names ("namespace/name") the Kubernetes PodGroup
+	// (spec.schedulingGroup) the pod was placed with: its PodGroup cycle
+	// placed the members one after another, each counting those before it.
+	PodGroup string `json:"podGroup,omitempty"`
 	// Nodes is how many nodes the cycle's snapshot held.
 	Nodes int `json:"nodes"`
 	// Placed is set for a pod the cycle placed (explained at Reserve).

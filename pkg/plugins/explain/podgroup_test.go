@@ -1,0 +1,82 @@
+package explain
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/berth-scheduler/berth/internal/testing/podgroupcycle"
+)
+
+// A member of a Kubernetes PodGroup is explained from the PodGroup cycle's
+// try, which saw the members placed before it: the cycle reverts every
+// member and reserves it again for binding, when its snapshot holds none of
+// them, and an explanation computed then would tell another story. Run
+// through the real cycle (scheduler.New with the GenericWorkload gate).
+func TestAGangMemberIsExplainedAsTheCyclePlacedIt(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gangs
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GangScheduling
+      - name: Explain
+    reserve:
+      enabled:
+      - name: Explain
+`
+	node := func(name, cpu string) *v1.Node {
+		return st.MakeNode().Name(name).Capacity(map[v1.ResourceName]string{v1.ResourceCPU: cpu, v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
+	}
+	// The first member goes to the roomier n1; the second, with the first
+	// counted, to n2.
+	c := podgroupcycle.New(t, config, frameworkruntime.Registry{Name: New}, node("n1", "4"), node("n2", "3"))
+	members := c.Gang(t, "a", "g", 2, 2, func(i int) *v1.Pod {
+		p := st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName("gangs").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1", v1.ResourceMemory: "1Gi"}).Obj()
+		p.Annotations = map[string]string{AnnotationRequest: "true"}
+		return p
+	})
+	results := map[string]*Result{}
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, m := range members {
+			p, err := c.Client.CoreV1().Pods("a").Get(ctx, m.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			raw := p.Annotations[AnnotationResult]
+			if p.Spec.NodeName == "" || raw == "" {
+				return false, nil
+			}
+			r := &Result{}
+			if err := json.Unmarshal([]byte(raw), r); err != nil {
+				return false, err
+			}
+			if r.Placed == nil || r.Placed.Node != p.Spec.NodeName {
+				return false, nil
+			}
+			results[p.Name] = r
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the members were not bound and explained: %v (explained: %d)", err, len(results))
+	}
+	for name, r := range results {
+		if r.PodGroup != "a/g" {
+			t.Errorf("%s: podGroup %q, want a/g", name, r.PodGroup)
+		}
+		p := r.Placed
+		if p.Rank != 1 || p.Note != "" || len(p.Top) < 2 || p.Top[0].Node != p.Node || p.Top[0].Total <= p.Top[1].Total {
+			t.Errorf("%s on %s: rank %d, note %q, top %+v: want its node first and ahead, as the cycle scored it", name, p.Node, p.Rank, p.Note, p.Top)
+		}
+	}
+}
