@@ -191,22 +191,53 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 // reserveState carries Reserve's verdict to Bind.
 type reserveState struct {
 	confirm bool
+	// node and tried: the verdict of a Kubernetes PodGroup cycle's try of
+	// node (Reserve with IsPodGroupSchedulingCycle), which the binding's
+	// Reserve keeps (see Reserve).
+	node  string
+	tried bool
 }
 
 func (s *reserveState) Clone() fwk.StateData { return s }
 
 // Reserve decides, from the scheduler's consistent snapshot, whether this
 // binding needs a confirmation, and counts the pod as in flight on the node.
+//
+// A member of a Kubernetes PodGroup is reserved twice: by the PodGroup
+// cycle's try, whose snapshot holds the members placed before it and the
+// member itself on the node, and again for binding once the cycle has
+// reverted them all, when the snapshot holds none of them. The try's
+// verdict, taken without the member counted twice, stands: the binding
+// confirms if either says so.
 func (pl *ConfirmBinder) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	inGroupCycle := state.IsPodGroupSchedulingCycle()
 	confirm := pl.always
 	if !confirm {
 		ni, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(nodeName)
 		// A node missing from the snapshot is odd enough to confirm.
-		confirm = err != nil || pl.isTight(ni, pod)
+		confirm = err != nil || pl.isTight(ni, pod, inGroupCycle && holds(ni, pod))
 	}
-	state.Write(reserveStateKey, &reserveState{confirm: confirm})
+	if !inGroupCycle {
+		if d, err := state.Read(reserveStateKey); err == nil {
+			if tried, ok := d.(*reserveState); ok && tried.tried && tried.node == nodeName {
+				confirm = confirm || tried.confirm
+			}
+		}
+	}
+	state.Write(reserveStateKey, &reserveState{confirm: confirm, node: nodeName, tried: inGroupCycle})
 	pl.nodes.add(nodeName, pod)
 	return nil
+}
+
+// holds: the node's pods include pod (the PodGroup cycle adds each member
+// it assumes to the snapshot).
+func holds(ni fwk.NodeInfo, pod *v1.Pod) bool {
+	for _, pi := range ni.GetPods() {
+		if pi.GetPod().UID == pod.UID {
+			return true
+		}
+	}
+	return false
 }
 
 // Unreserve forgets the pod (its binding failed or a later plugin rejected it).
@@ -219,17 +250,22 @@ func (pl *ConfirmBinder) forget(pod *v1.Pod, nodeName string) {
 }
 
 // isTight reports whether, by the cache, some resource of the node would have
-// less than the tight share of allocatable left after this pod.
-func (pl *ConfirmBinder) isTight(ni fwk.NodeInfo, pod *v1.Pod) bool {
+// less than the tight share of allocatable left after this pod; counted: the
+// node's requests already include the pod's.
+func (pl *ConfirmBinder) isTight(ni fwk.NodeInfo, pod *v1.Pod, counted bool) bool {
 	alloc, req := ni.GetAllocatable(), ni.GetRequested()
 	podReq := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	pods := len(ni.GetPods()) + 1
+	if counted {
+		podReq, pods = v1.ResourceList{}, pods-1
+	}
 	tight := func(allocatable, used int64) bool {
 		return allocatable > 0 && (allocatable-used)*100 < pl.tight*allocatable
 	}
 	if tight(alloc.GetMilliCPU(), req.GetMilliCPU()+podReq.Cpu().MilliValue()) ||
 		tight(alloc.GetMemory(), req.GetMemory()+podReq.Memory().Value()) ||
 		tight(alloc.GetEphemeralStorage(), req.GetEphemeralStorage()+podReq.StorageEphemeral().Value()) ||
-		tight(int64(alloc.GetAllowedPodNumber()), int64(len(ni.GetPods())+1)) {
+		tight(int64(alloc.GetAllowedPodNumber()), int64(pods)) {
 		return true
 	}
 	reqScalar := req.GetScalarResources()

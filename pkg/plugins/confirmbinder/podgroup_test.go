@@ -179,3 +179,64 @@ profiles:
 		}
 	}
 }
+
+// With confirm: WhenTight, a binding is confirmed when the node is tight
+// after the pod, counting what the scheduler has placed there. A gang's
+// members are reserved for binding after the PodGroup cycle has reverted
+// them all, when the cycle's snapshot holds none of the members placed
+// before: the member that fills the node must still be confirmed.
+func TestTheGangMemberThatFillsANodeIsConfirmed(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gangs
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GangScheduling
+    reserve:
+      enabled:
+      - name: ConfirmBinder
+    bind:
+      disabled:
+      - name: DefaultBinder
+      enabled:
+      - name: ConfirmBinder
+      - name: DefaultBinder
+`
+	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
+	c := podgroupcycle.New(t, config, frameworkruntime.Registry{Name: New}, n1)
+	var mu sync.Mutex
+	var confirmed []string
+	c.Client.PrependReactor("list", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if node, ok := action.(clienttesting.ListAction).GetListRestrictions().Fields.RequiresExactMatch("spec.nodeName"); ok {
+			mu.Lock()
+			confirmed = append(confirmed, node)
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	// Four 1-CPU members on a 4-CPU node: the last leaves no headroom (the
+	// default tight share is 10%); the first three leave 25% or more.
+	members := c.Gang(t, "a", "g", 4, 4, func(i int) *v1.Pod {
+		return st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName("gangs").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
+	})
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, m := range members {
+			p, err := c.Client.CoreV1().Pods("a").Get(ctx, m.Name, metav1.GetOptions{})
+			if err != nil || p.Spec.NodeName == "" {
+				return false, err
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the gang was not bound: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Exactly the last member's: the others leave 25% or more, counting
+	// each member once (the try's snapshot already holds it on n1).
+	if len(confirmed) != 1 {
+		t.Errorf("bindings confirmed on %v, want one (the member that leaves n1 with no headroom)", confirmed)
+	}
+}
