@@ -12,6 +12,27 @@ go tool defaulter-gen --go-header-file "$header" --output-file zz_generated.defa
 go tool conversion-gen --go-header-file "$header" --output-file zz_generated.conversion.go \
   ./apis/config/v1
 
+# The typed client, listers and informers of scheduler-plugins' API types
+# (ElasticQuota, PodGroup), generated here at Berth's Kubernetes version
+# rather than imported from scheduler-plugins: its generated code is built
+# for the Kubernetes it releases with (v0.34.7: 1.34) and stops compiling
+# when apimachinery moves on (1.38: structured-merge-diff v7).
+sp_api=sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1
+spclient=internal/spclient
+spclient_pkg=$(go list -m)/$spclient
+rm -rf "$spclient"
+go tool applyconfiguration-gen --go-header-file "$header" \
+  --output-dir "$spclient/applyconfiguration" --output-pkg "$spclient_pkg/applyconfiguration" "$sp_api"
+go tool client-gen --go-header-file "$header" --clientset-name versioned \
+  --input-base sigs.k8s.io/scheduler-plugins/apis --input scheduling/v1alpha1 \
+  --apply-configuration-package "$spclient_pkg/applyconfiguration" \
+  --output-dir "$spclient/clientset" --output-pkg "$spclient_pkg/clientset"
+go tool lister-gen --go-header-file "$header" \
+  --output-dir "$spclient/listers" --output-pkg "$spclient_pkg/listers" "$sp_api"
+go tool informer-gen --go-header-file "$header" \
+  --versioned-clientset-package "$spclient_pkg/clientset/versioned" --listers-package "$spclient_pkg/listers" \
+  --output-dir "$spclient/informers" --output-pkg "$spclient_pkg/informers" "$sp_api"
+
 # The CRDs Berth reads (ElasticQuota, PodGroup), from scheduler-plugins' API
 # types at the version go.mod pins, by controller-gen (a tool line in go.mod:
 # built with Berth's own module versions, so it shares their build cache).

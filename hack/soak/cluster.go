@@ -16,7 +16,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 )

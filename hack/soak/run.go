@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 )

@@ -30,7 +30,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
-	crdfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+
+	crdfake "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/fake"
 
 	berthconfig "github.com/berth-scheduler/berth/apis/config"
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's plugin args in the config scheme

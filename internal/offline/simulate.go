@@ -24,7 +24,8 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsscheme "k8s.io/metrics/pkg/client/clientset/versioned/scheme"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	crdscheme "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/scheme"
+
+	crdscheme "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/scheme"
 
 	"github.com/berth-scheduler/berth/internal/snapshot"
 )

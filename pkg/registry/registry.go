@@ -6,7 +6,8 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
-	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
 
 	"github.com/berth-scheduler/berth/pkg/plugins/admissionfeedback"
 	"github.com/berth-scheduler/berth/pkg/plugins/celpolicy"

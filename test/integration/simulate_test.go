@@ -19,8 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	"sigs.k8s.io/yaml"
+
+	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 )

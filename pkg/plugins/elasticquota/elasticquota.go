@@ -29,9 +29,10 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	"sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
-	"sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
-	eqlisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
+	"github.com/berth-scheduler/berth/internal/spclient/informers/externalversions"
+	eqlisters "github.com/berth-scheduler/berth/internal/spclient/listers/scheduling/v1alpha1"
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"

@@ -31,7 +31,8 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	eqfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+
+	eqfake "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/fake"
 
 	"github.com/berth-scheduler/berth/apis/config"
 )
