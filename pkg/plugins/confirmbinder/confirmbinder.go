@@ -225,7 +225,11 @@ func (pl *ConfirmBinder) Reserve(ctx context.Context, state fwk.CycleState, pod 
 		}
 	}
 	state.Write(reserveStateKey, &reserveState{confirm: confirm, node: nodeName, tried: inGroupCycle})
-	pl.nodes.add(nodeName, pod)
+	if !inGroupCycle {
+		// A try is not in flight: the cycle may revert it, and the
+		// binding's Reserve counts it.
+		pl.nodes.add(nodeName, pod)
+	}
 	return nil
 }
 
@@ -240,8 +244,13 @@ func holds(ni fwk.NodeInfo, pod *v1.Pod) bool {
 	return false
 }
 
-// Unreserve forgets the pod (its binding failed or a later plugin rejected it).
-func (pl *ConfirmBinder) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
+// Unreserve forgets the pod (its binding failed or a later plugin rejected
+// it). A PodGroup cycle's revert of a try has nothing to forget, and must
+// not drop the entry of a binding Reserve that came first.
+func (pl *ConfirmBinder) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	if state.IsPodGroupSchedulingCycle() {
+		return
+	}
 	pl.forget(pod, nodeName)
 }
 

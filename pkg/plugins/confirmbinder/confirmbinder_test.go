@@ -24,6 +24,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	configv1 "github.com/berth-scheduler/berth/apis/config/v1"
+	"github.com/berth-scheduler/berth/internal/fakeapi"
 )
 
 // testHandle is the part of the framework handle ConfirmBinder and
@@ -69,19 +70,7 @@ func newTestPlugin(t testing.TB, mutate func(*configv1.ConfirmBinderArgs), objs 
 	client := fake.NewClientset(objs...)
 	// The fake does not apply Bindings: do it, so that a bound pod shows in
 	// the next LIST, as it does on an API server.
-	client.PrependReactor("create", "pods", func(action clienttesting.Action) (bool, runtime.Object, error) {
-		if action.GetSubresource() != "binding" {
-			return false, nil, nil
-		}
-		b := action.(clienttesting.CreateAction).GetObject().(*v1.Binding)
-		obj, err := client.Tracker().Get(v1.SchemeGroupVersion.WithResource("pods"), b.Namespace, b.Name)
-		if err != nil {
-			return true, nil, err
-		}
-		pod := obj.(*v1.Pod).DeepCopy()
-		pod.Spec.NodeName = b.Target.Name
-		return true, b, client.Tracker().Update(v1.SchemeGroupVersion.WithResource("pods"), pod, b.Namespace)
-	})
+	client.PrependReactor("create", "pods", fakeapi.BindThroughTracker(client.Tracker()))
 	h := &testHandle{client: client, recorder: events.NewFakeRecorder(10000), snapshot: cache.NewSnapshot(nil, []*v1.Node{liveNode()})}
 	_, ctx := ktesting.NewTestContext(t)
 	p, err := New(ctx, args(t, mutate), h)
@@ -101,6 +90,37 @@ func bind(t *testing.T, pl *ConfirmBinder, pod *v1.Pod) *fwk.Status {
 		t.Fatal(s)
 	}
 	return pl.Bind(ctx, state, pod, "n1")
+}
+
+// A Kubernetes PodGroup cycle's try of a member is no binding in flight:
+// the cycle may revert it, and the binding's own Reserve counts it. Were it
+// counted, another pod's confirmation on the node would see room taken that
+// no pod may ever hold.
+func TestAPodGroupCyclesTryIsNotInFlight(t *testing.T) {
+	pl, _, _ := newTestPlugin(t, always, liveNode(), boundPod("bound", map[v1.ResourceName]string{"cpu": "2"}))
+	_, ctx := ktesting.NewTestContext(t)
+	groupCycle := framework.NewCycleState()
+	groupCycle.SetPodGroupSchedulingCycle(framework.NewCycleState())
+	member := st.MakePod().Namespace("ns").Name("member").UID("member").Container("c").Req(map[v1.ResourceName]string{"cpu": "1"}).Obj()
+	if s := pl.Reserve(ctx, groupCycle, member, "n1"); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	// 2 bound + 2 for x = 4 of n1's 4 CPUs: x fits unless the try counts.
+	x := st.MakePod().Namespace("ns").Name("x").UID("x").Container("c").Req(map[v1.ResourceName]string{"cpu": "2"}).Obj()
+	if _, err := pl.handle.ClientSet().CoreV1().Pods("ns").Create(ctx, x, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if s := bind(t, pl, x); !s.IsSuccess() {
+		t.Errorf("x refused with a gang member only tried on n1: %v", s)
+	}
+	// The revert of the try leaves a binding's entry alone.
+	pl.Unreserve(ctx, groupCycle, member, "n1")
+	binding := framework.NewCycleState()
+	pl.Reserve(ctx, binding, member, "n1")
+	pl.Unreserve(ctx, groupCycle, member, "n1")
+	if got := inFlight(pl.nodes); got["n1"] != 1 {
+		t.Errorf("in flight after a late revert of the try: %v, want the binding's member on n1", got)
+	}
 }
 
 func countActions(client *fake.Clientset, verb, resource string) int {
