@@ -65,7 +65,7 @@ func (pl *ElasticQuota) preemptForGroup(ctx context.Context, pgInfo fwk.PodGroup
 		// A composite pod group (CompositePodGroup, alpha) is left alone.
 		return nil, fwk.NewStatus(fwk.Unschedulable, "no pod group with members to place")
 	}
-	if neverPreempts(pg, members) {
+	if neverPreempts(pg, members, pl.fts.EnablePodGroupPreemptionPolicy) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "not eligible due to preemptionPolicy=Never.")
 	}
 	lister := pl.fh.MutableSnapshotSharedLister()
@@ -310,11 +310,13 @@ func (pl *ElasticQuota) actuate(ctx context.Context, preemptor preemption.Execut
 	return errs.Receive()
 }
 
-// neverPreempts: the group's preemption policy is Never (its own, else any
-// member's: upstream refuses a group whose members' policies differ).
-func neverPreempts(pg *schedulingv1beta1.PodGroup, members []*v1.Pod) bool {
-	if pg.Spec.PreemptionPolicy != nil {
-		return string(*pg.Spec.PreemptionPolicy) == string(v1.PreemptNever)
+// neverPreempts: the group's preemption policy is Never, resolved as
+// upstream's pod-group preemption resolves it (resolvePreemptionPolicy):
+// with the PodGroupPreemptionPolicy gate, the PodGroup's own field (an API
+// server with the gate defaults it); without, Never if any member says so.
+func neverPreempts(pg *schedulingv1beta1.PodGroup, members []*v1.Pod, groupPolicy bool) bool {
+	if groupPolicy {
+		return pg.Spec.PreemptionPolicy != nil && *pg.Spec.PreemptionPolicy == schedulingv1beta1.PreemptNever
 	}
 	for _, p := range members {
 		if p.Spec.PreemptionPolicy != nil && *p.Spec.PreemptionPolicy == v1.PreemptNever {

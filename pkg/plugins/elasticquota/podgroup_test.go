@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -305,5 +306,37 @@ profiles:
 		return true, nil
 	}); err != nil {
 		t.Errorf("a's members are not nominated to n1: %v", err)
+	}
+}
+
+// A group's preemption policy is resolved as upstream's pod-group
+// preemption resolves it: the PodGroup's own field only with the
+// scheduler's PodGroupPreemptionPolicy gate (an API server with the gate
+// defaults it to PreemptLowerPriority), else Never if any member says so.
+func TestNeverPreemptsResolvesThePolicyAsUpstream(t *testing.T) {
+	never, lower := schedulingv1beta1.PreemptNever, schedulingv1beta1.PreemptLowerPriority
+	podNever := v1.PreemptNever
+	plain := st.MakePod().Obj()
+	neverPod := st.MakePod().Obj()
+	neverPod.Spec.PreemptionPolicy = &podNever
+	group := func(p *schedulingv1beta1.PreemptionPolicy) *schedulingv1beta1.PodGroup {
+		return &schedulingv1beta1.PodGroup{Spec: schedulingv1beta1.PodGroupSpec{PreemptionPolicy: p}}
+	}
+	for _, tc := range []struct {
+		name    string
+		gate    bool
+		pg      *schedulingv1beta1.PodGroup
+		members []*v1.Pod
+		want    bool
+	}{
+		{"gate off: a member's Never", false, group(&lower), []*v1.Pod{plain, neverPod}, true},
+		{"gate off: the group's field is not read", false, group(&never), []*v1.Pod{plain}, false},
+		{"gate on: the group's Never", true, group(&never), []*v1.Pod{plain}, true},
+		{"gate on: the group's default, whatever the members", true, group(&lower), []*v1.Pod{neverPod}, false},
+		{"gate on: no field (created without the gate)", true, group(nil), []*v1.Pod{neverPod}, false},
+	} {
+		if got := neverPreempts(tc.pg, tc.members, tc.gate); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
