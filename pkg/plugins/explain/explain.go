@@ -225,6 +225,8 @@ type cycleState struct {
 	// try saw the snapshot the member was placed on (the members placed
 	// before it included). The binding's Reserve takes it as placed.
 	tried *item
+	// grouped: a PodGroup cycle tried this pod in this cycle state.
+	grouped bool
 }
 
 // Clone returns the same state: the scored set is written once per cycle.
@@ -277,17 +279,22 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	s.placed = nil // a Reserve that an earlier Unreserve reverted left nothing behind
 	inGroupCycle := state.IsPodGroupSchedulingCycle()
-	if !inGroupCycle && s.tried != nil {
-		// Reserved for binding after the PodGroup cycle tried this node:
-		// the try's explanation is the placement's.
+	if inGroupCycle {
+		s.grouped = true
+	} else if s.grouped {
+		// Reserved for binding after the PodGroup cycle tried it: the
+		// try's explanation is the placement's. Without one (the budget
+		// was spent, or another node), none: this Reserve's snapshot holds
+		// none of the members placed before, and would tell another story.
 		tried := s.tried
 		s.tried = nil
-		if tried.result.Placed != nil && tried.result.Placed.Node == nodeName {
+		if tried != nil && tried.result.Placed != nil && tried.result.Placed.Node == nodeName {
 			pl.lastPending.Delete(pod.UID)
+			explanations.WithLabelValues(tried.result.Outcome).Inc()
 			tried.pod = pod
 			s.placed = tried
-			return nil
 		}
+		return nil
 	}
 	if !pl.withinBudget(ctx, pod) {
 		return nil
@@ -301,12 +308,13 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		return nil // an explanation never fails the cycle
 	}
 	explainDuration.WithLabelValues(OutcomePlaced).Observe(pl.now().Sub(start).Seconds())
-	explanations.WithLabelValues(r.Outcome).Inc()
 	it := &item{pod: pod, result: r, summary: summarizePlaced(r), seq: pl.out.next()}
 	if inGroupCycle {
+		// Counted if the binding takes it.
 		s.tried = it
 		return nil
 	}
+	explanations.WithLabelValues(r.Outcome).Inc()
 	s.placed = it
 	return nil
 }
