@@ -2,8 +2,10 @@
 // (GenericWorkload, pkg/scheduler/schedule_one_podgroup.go) in a plugin's
 // unit test: a scheduler built by scheduler.New, as app.Setup builds it, on
 // an in-memory clientset, with the plugins of the caller's registry, run as
-// the kube-scheduler binary runs it (Scheduler.Run). Its backoff is long, so
-// that once a gang's first attempt has ended the scheduler stays idle: a
+// the kube-scheduler binary runs it (Scheduler.Run). A gang that fails goes
+// to the backoff queue with a long backoff, and SchedulerPopFromBackoffQ
+// (which pops backed-off entities early when nothing else is queued) is off,
+// so once a gang's first attempt has ended the scheduler stays idle: a
 // plugin's test captures its instance in the registry's factory and compares
 // the plugin's state before the gang is created and after its first cycle.
 package podgroupcycle
@@ -62,6 +64,7 @@ func New(t *testing.T, config string, reg frameworkruntime.Registry, objs ...run
 func NewWithBackoff(t *testing.T, seconds int64, config string, reg frameworkruntime.Registry, objs ...runtime.Object) *Cluster {
 	t.Helper()
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.GenericWorkload, true)
+	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.SchedulerPopFromBackoffQ, false)
 	// The in-memory clientset never sends watch-list's initial-events
 	// bookmark: informers would wait out their sync timeout.
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, false)
@@ -153,9 +156,11 @@ func (c *Cluster) Gang(t *testing.T, ns, name string, minCount int32, pods int, 
 }
 
 // Attempted waits until the PodGroup cycle has written the group's
-// PodGroupInitiallyScheduled condition (the last thing a cycle does) and
-// returns its status ("True" or "False"). A group that failed then waits out
-// the long backoff: the scheduler is idle.
+// PodGroupInitiallyScheduled condition and returns its status ("True" or
+// "False"). For a group that failed, the condition comes after every
+// Reserve and Unreserve of the cycle, and the group then waits out the long
+// backoff: the scheduler is idle. For one that was placed, its members'
+// binding cycles may still be running.
 func (c *Cluster) Attempted(t *testing.T, ns, name string) string {
 	t.Helper()
 	var status string
