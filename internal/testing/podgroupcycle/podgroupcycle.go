@@ -12,8 +12,10 @@ package podgroupcycle
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +39,7 @@ import (
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's plugin args in the config scheme
@@ -180,4 +183,59 @@ func (c *Cluster) Attempted(t *testing.T, ns, name string) string {
 		t.Fatalf("PodGroup %s/%s was not attempted within 30s: %v", ns, name, err)
 	}
 	return status
+}
+
+// SchedulerName is the profile name the tests' configurations give the
+// gang profile, and Member's pods name.
+const SchedulerName = "gangs"
+
+// Member returns Gang's pod maker for members m-0, m-1, ... of SchedulerName
+// requesting cpu (a quantity) each.
+func Member(cpu string) func(i int) *v1.Pod {
+	return func(i int) *v1.Pod {
+		return st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName(SchedulerName).Req(map[v1.ResourceName]string{v1.ResourceCPU: cpu}).Obj()
+	}
+}
+
+// Bound waits until every one of pods is bound and returns them as the API
+// has them.
+func (c *Cluster) Bound(t *testing.T, pods []*v1.Pod) []*v1.Pod {
+	t.Helper()
+	var out []*v1.Pod
+	if err := wait.PollUntilContextTimeout(c.ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		out = out[:0]
+		for _, p := range pods {
+			got, err := c.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil || got.Spec.NodeName == "" {
+				return false, err
+			}
+			out = append(out, got)
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("%d pods were not all bound within 30s: %v", len(pods), err)
+	}
+	return out
+}
+
+// Unschedulable reports whether, within 10s, one of pods gets a
+// PodScheduled=False condition whose message contains text (the scheduler
+// writes it after the cycle).
+func (c *Cluster) Unschedulable(t *testing.T, pods []*v1.Pod, text string) bool {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(c.ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, p := range pods {
+			got, err := c.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == v1.PodScheduled && cond.Status == v1.ConditionFalse && strings.Contains(cond.Message, text) {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	return err == nil
 }

@@ -2,17 +2,13 @@ package confirmbinder
 
 import (
 	"context"
-	"fmt"
 	"maps"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clienttesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -69,9 +65,7 @@ profiles:
 	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "2", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
 	c := podgroupcycle.New(t, config, reg, n1)
 	before := inFlight(pl.nodes)
-	members := c.Gang(t, "a", "g", 3, 3, func(i int) *v1.Pod {
-		return st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName("gangs").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	})
+	members := c.Gang(t, "a", "g", 3, 3, podgroupcycle.Member("1"))
 	if got := c.Attempted(t, "a", "g"); got != "False" {
 		t.Fatalf("the group's PodGroupInitiallyScheduled is %s, want False", got)
 	}
@@ -79,18 +73,7 @@ profiles:
 		t.Errorf("in flight after the reverted cycle: %v, before: %v", after, before)
 	}
 	// The cycle did reserve two members before it gave up.
-	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		p, err := c.Client.CoreV1().Pods("a").Get(ctx, members[0].Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == v1.PodScheduled && strings.Contains(cond.Message, "2 scheduled") {
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
+	if !c.Unschedulable(t, members, "2 scheduled") {
 		t.Error("no member's status says the cycle placed 2 members before it reverted them")
 	}
 }
@@ -148,9 +131,7 @@ profiles:
 		})
 		return false, nil, nil
 	})
-	members := c.Gang(t, "a", "g", 2, 2, func(i int) *v1.Pod {
-		return st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName("gangs").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	})
+	members := c.Gang(t, "a", "g", 2, 2, podgroupcycle.Member("1"))
 	var taken string
 	select {
 	case taken = <-intruded:
@@ -158,22 +139,7 @@ profiles:
 		t.Fatal("no binding was confirmed")
 	}
 	other := map[string]string{"n1": "n2", "n2": "n1"}[taken]
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		for _, m := range members {
-			p, err := c.Client.CoreV1().Pods("a").Get(ctx, m.Name, metav1.GetOptions{})
-			if err != nil || p.Spec.NodeName == "" {
-				return false, err
-			}
-		}
-		return true, nil
-	}); err != nil {
-		t.Fatalf("the gang was not bound whole after %s was taken: %v", taken, err)
-	}
-	for _, m := range members {
-		p, err := c.Client.CoreV1().Pods("a").Get(t.Context(), m.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, p := range c.Bound(t, members) {
 		if p.Spec.NodeName != other {
 			t.Errorf("%s bound to %s, want %s: %s is full since the intruder came", p.Name, p.Spec.NodeName, other, taken)
 		}
@@ -218,20 +184,7 @@ profiles:
 	})
 	// Four 1-CPU members on a 4-CPU node: the last leaves no headroom (the
 	// default tight share is 10%); the first three leave 25% or more.
-	members := c.Gang(t, "a", "g", 4, 4, func(i int) *v1.Pod {
-		return st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName("gangs").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	})
-	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		for _, m := range members {
-			p, err := c.Client.CoreV1().Pods("a").Get(ctx, m.Name, metav1.GetOptions{})
-			if err != nil || p.Spec.NodeName == "" {
-				return false, err
-			}
-		}
-		return true, nil
-	}); err != nil {
-		t.Fatalf("the gang was not bound: %v", err)
-	}
+	c.Bound(t, c.Gang(t, "a", "g", 4, 4, podgroupcycle.Member("1")))
 	mu.Lock()
 	defer mu.Unlock()
 	// Exactly the last member's: the others leave 25% or more, counting

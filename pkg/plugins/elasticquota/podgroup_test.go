@@ -2,10 +2,8 @@ package elasticquota
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -160,9 +158,6 @@ profiles:
       disabled:
       - name: DefaultPreemption
 `
-	member := func(i int) *v1.Pod {
-		return st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName("gangs").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	}
 	for _, tc := range []struct {
 		name string
 		// node's CPUs, the quotas, pods already bound
@@ -205,27 +200,14 @@ profiles:
 				t.Fatal("the quota never counted the bound pods")
 			}
 			before := stateOf(pl.shared.mgr)
-			members := c.Gang(t, "a", "g", 3, 3, member)
+			members := c.Gang(t, "a", "g", 3, 3, podgroupcycle.Member("1"))
 			if got := c.Attempted(t, "a", "g"); got != "False" {
 				t.Fatalf("the group's PodGroupInitiallyScheduled is %s, want False", got)
 			}
 			if diff := cmp.Diff(before, stateOf(pl.shared.mgr)); diff != "" {
 				t.Errorf("accounting after the reverted cycle (-before +after):\n%s", diff)
 			}
-			if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-				for _, m := range members {
-					p, err := c.Client.CoreV1().Pods("a").Get(ctx, m.Name, metav1.GetOptions{})
-					if err != nil {
-						return false, err
-					}
-					for _, cond := range p.Status.Conditions {
-						if cond.Type == v1.PodScheduled && strings.Contains(cond.Message, tc.want) {
-							return true, nil
-						}
-					}
-				}
-				return false, nil
-			}); err != nil {
+			if !c.Unschedulable(t, members, tc.want) {
 				t.Errorf("no member's status says %q: the cycle did not get as far as the test needs", tc.want)
 			}
 			for _, p := range tc.bound {
@@ -279,9 +261,7 @@ profiles:
 	}); err != nil {
 		t.Fatal("the quota never counted the bound pods")
 	}
-	members := c.Gang(t, "a", "g", 2, 2, func(i int) *v1.Pod {
-		return st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName("gangs").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	})
+	members := c.Gang(t, "a", "g", 2, 2, podgroupcycle.Member("1"))
 	if got := c.Attempted(t, "a", "g"); got != "False" {
 		t.Fatalf("the group's PodGroupInitiallyScheduled is %s, want False (waiting for its victims)", got)
 	}

@@ -2,15 +2,12 @@ package loadaware
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -75,9 +72,7 @@ profiles:
 		t.Fatal("the bound pod's estimate was never tracked")
 	}
 	beforePods, beforeNodes := trackedPods(pl.tracker, "n1")
-	members := c.Gang(t, "a", "g", 4, 4, func(i int) *v1.Pod {
-		return st.MakePod().Name(fmt.Sprintf("m-%d", i)).SchedulerName("gangs").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj()
-	})
+	members := c.Gang(t, "a", "g", 4, 4, podgroupcycle.Member("1"))
 	if got := c.Attempted(t, "a", "g"); got != "False" {
 		t.Fatalf("the group's PodGroupInitiallyScheduled is %s, want False", got)
 	}
@@ -86,18 +81,7 @@ profiles:
 		t.Errorf("tracked after the reverted cycle: %v %v, before: %v %v", afterPods, afterNodes, beforePods, beforeNodes)
 	}
 	// The cycle did reserve three members before it gave up.
-	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
-		p, err := c.Client.CoreV1().Pods("a").Get(ctx, members[0].Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == v1.PodScheduled && strings.Contains(cond.Message, "3 scheduled") {
-				return true, nil
-			}
-		}
-		return false, nil
-	}); err != nil {
+	if !c.Unschedulable(t, members, "3 scheduled") {
 		t.Error("no member's status says the cycle placed 3 members before it reverted them")
 	}
 }
