@@ -17,9 +17,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
-
 	"github.com/berth-scheduler/berth/internal/sandbox"
+	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
 )
 
 // cluster is the soak's substrate: the control plane, the real

@@ -12,9 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
-
 	"github.com/berth-scheduler/berth/internal/sandbox"
+	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
 )
 
 // started is when the soak started; every line printed carries the time since.

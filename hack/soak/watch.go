@@ -21,10 +21,9 @@ import (
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
 	spinformers "github.com/berth-scheduler/berth/internal/spclient/informers/externalversions"
-
-	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/pkg/plugins/explain"
 )
 

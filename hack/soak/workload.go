@@ -19,9 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
-
 	"github.com/berth-scheduler/berth/internal/sandbox"
+	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
 	"github.com/berth-scheduler/berth/pkg/plugins/explain"
 )
 

@@ -31,12 +31,11 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
-	crdfake "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/fake"
-
 	berthconfig "github.com/berth-scheduler/berth/apis/config"
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's plugin args in the config scheme
 	"github.com/berth-scheduler/berth/internal/crd"
 	"github.com/berth-scheduler/berth/internal/fakeapi"
+	crdfake "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/fake"
 	"github.com/berth-scheduler/berth/pkg/plugins/coscheduling"
 	"github.com/berth-scheduler/berth/pkg/plugins/elasticquota"
 	"github.com/berth-scheduler/berth/pkg/plugins/loadaware"

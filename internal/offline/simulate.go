@@ -25,9 +25,8 @@ import (
 	metricsscheme "k8s.io/metrics/pkg/client/clientset/versioned/scheme"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	crdscheme "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/scheme"
-
 	"github.com/berth-scheduler/berth/internal/snapshot"
+	crdscheme "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/scheme"
 )
 
 // Mode says which pods a simulation places.

@@ -8,7 +8,6 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
-
 	"github.com/berth-scheduler/berth/pkg/plugins/admissionfeedback"
 	"github.com/berth-scheduler/berth/pkg/plugins/celpolicy"
 	"github.com/berth-scheduler/berth/pkg/plugins/confirmbinder"

@@ -21,9 +21,8 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
-
 	"github.com/berth-scheduler/berth/internal/sandbox"
+	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
 )
 
 // simulateReport is the part of kubectl berth simulate -o json the specs

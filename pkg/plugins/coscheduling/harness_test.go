@@ -33,10 +33,9 @@ import (
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	pgfake "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/fake"
-
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/internal/leadership"
+	pgfake "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/fake"
 	"github.com/berth-scheduler/berth/internal/testing/handletest"
 )
 

@@ -30,16 +30,15 @@ import (
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
-	"github.com/berth-scheduler/berth/internal/spclient/informers/externalversions"
-	eqlisters "github.com/berth-scheduler/berth/internal/spclient/listers/scheduling/v1alpha1"
-
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
 	"github.com/berth-scheduler/berth/internal/crd"
 	"github.com/berth-scheduler/berth/internal/gang"
 	"github.com/berth-scheduler/berth/internal/perclient"
 	"github.com/berth-scheduler/berth/internal/preemptible"
+	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
+	"github.com/berth-scheduler/berth/internal/spclient/informers/externalversions"
+	eqlisters "github.com/berth-scheduler/berth/internal/spclient/listers/scheduling/v1alpha1"
 )
 
 const (

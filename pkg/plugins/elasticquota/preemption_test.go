@@ -32,9 +32,8 @@ import (
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	eqfake "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/fake"
-
 	"github.com/berth-scheduler/berth/apis/config"
+	eqfake "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/fake"
 )
 
 func init() {
