@@ -204,6 +204,37 @@ var _ = Describe("the native-gangs profile", func() {
 		Consistently(usedCPU(ctx), "2s").Should(Equal("0"))
 	})
 
+	It("schedules a scheduler-plugins PodGroup and a native gang side by side, each whole, with Coscheduling's queue sort", func(ctx SpecContext) {
+		startScheduler()
+		// Two members of each kind, 500m each: 2 CPUs on native-1 (the
+		// GPU node is CELPolicy's), the namespace's quota max.
+		_, err := eq.SchedulingV1alpha1().PodGroups(ns).Create(ctx, &schedv1alpha1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sp"},
+			Spec:       schedv1alpha1.PodGroupSpec{MinMember: 2},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		var spMembers []string
+		for i := range 2 {
+			p := sandbox.MakePod(sandbox.PodSpec{Namespace: ns, Name: fmt.Sprintf("sp-%d", i), SchedulerName: "berth-native-gangs", CPU: "500m", Memory: "64Mi",
+				Labels: map[string]string{schedv1alpha1.PodGroupLabel: "sp"}})
+			_, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			spMembers = append(spMembers, p.Name)
+		}
+		native := gang(ctx, "native", 2, 2, "500m", nil)
+		Eventually(bound(ctx, spMembers)).Should(Equal(2))
+		Eventually(bound(ctx, native)).Should(Equal(2))
+		Eventually(groupScheduled(ctx, "native")).Should(Equal("True"))
+		Eventually(func() (schedv1alpha1.PodGroupPhase, error) {
+			pg, err := eq.SchedulingV1alpha1().PodGroups(ns).Get(ctx, "sp", metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return pg.Status.Phase, nil
+		}).Should(Equal(schedv1alpha1.PodGroupScheduling), "Coscheduling writes the SP PodGroup's status (Scheduling: both members there, none running without a kubelet)")
+		Eventually(usedCPU(ctx)).Should(Equal("2"))
+	})
+
 	It("reclaims borrowed CPU for a gang whose namespace is within its min: the borrower's pods are preempted until the whole gang fits, and no more", func(ctx SpecContext) {
 		// The cluster: one node with room for six 1-CPU pods; team
 		// a (min 2, max 6) runs six, borrowing team b's idle min of 4; b's
