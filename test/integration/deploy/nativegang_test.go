@@ -235,6 +235,35 @@ var _ = Describe("the native-gangs profile", func() {
 		Eventually(usedCPU(ctx)).Should(Equal("2"))
 	})
 
+	It("keeps a refused gang's replacement members off the node that refused them (AdmissionFeedback)", func(ctx SpecContext) {
+		// Three KWOK nodes; the roomiest, which every plugin prefers,
+		// refuses every pod at admission (its kubelet ends them Failed).
+		rc, err := sandbox.StartRefusalCluster(ctx, kwok, "native")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(rc.Close)
+		startScheduler()
+		// The members' controller: AdmissionFeedback remembers a refusal per
+		// node and controller (an owner reference with controller: true),
+		// as a Job controller's pods carry.
+		owner, err := env.Client.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "trainer"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		ownedBy := func(p *v1.Pod) {
+			s := rc.PodSpec(ns, p.Name, "berth-native-gangs")
+			p.Spec.NodeSelector, p.Spec.Tolerations = s.NodeSelector, s.Tolerations
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID, Controller: ptr.To(true)}}
+		}
+		gang(ctx, "refused", 2, 2, "1", ownedBy)
+		Eventually(rc.RefusedCount(ctx), 30*time.Second).Should(Equal(2), "both members go to the roomiest node, which refuses them")
+
+		By("the controller's replacements, in a new group of the same controller, go to the other nodes")
+		replacements := gang(ctx, "replacement", 2, 2, "1", ownedBy)
+		Eventually(bound(ctx, replacements), 30*time.Second).Should(Equal(2))
+		for _, name := range replacements {
+			Expect(sandbox.NodeNameOf(ctx, env.Client, ns, name)()).To(BeElementOf(rc.Others))
+		}
+		Consistently(rc.RefusedCount(ctx), "3s").Should(Equal(2), "no replacement sent back to %s", rc.BlackHole)
+	})
+
 	It("reclaims borrowed CPU for a gang whose namespace is within its min: the borrower's pods are preempted until the whole gang fits, and no more", func(ctx SpecContext) {
 		// The cluster: one node with room for six 1-CPU pods; team
 		// a (min 2, max 6) runs six, borrowing team b's idle min of 4; b's
