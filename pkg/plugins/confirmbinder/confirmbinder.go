@@ -22,15 +22,16 @@ import (
 	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	corev1nodeaffinity "k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
 	"k8s.io/kubernetes/pkg/features"
-	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
-	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodename"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeports"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/berth-scheduler/berth/apis/config"
@@ -398,33 +399,40 @@ func (pl *ConfirmBinder) confirm(ctx context.Context, pod *v1.Pod, nodeName stri
 
 // fits checks the pod against the node exactly as the kubelet's admission
 // will: it drops the extended resources the node does not advertise and those
-// a DRA claim backs, then runs the scheduler's exported AdmissionCheck
-// (resources and pod count, required node affinity, node name, host ports) on
-// a NodeInfo built from the node's live pods, which counts them as the
-// scheduler and kubelet do (init and sidecar containers, overhead, and the
-// status resources of pods resized in place).
+// a DRA claim backs, then runs the checks of the kubelet's admission and of
+// the scheduler's 1.37 AdmissionCheck, first failure first (resources and pod
+// count, required node affinity, node name, host ports), on a NodeInfo built
+// from the node's live pods, which counts them as the scheduler and kubelet
+// do (init and sidecar containers, overhead, and the status resources of pods
+// resized in place). Each check is the scheduler plugin's exported one; they
+// are composed here rather than through scheduler.AdmissionCheck, which
+// Kubernetes 1.38 removes (docs/compatibility.md).
 func fits(pod *v1.Pod, node *v1.Node, others []*v1.Pod) *conflict {
 	ni := framework.NewNodeInfo(others...)
 	ni.SetNode(node)
-	results := scheduler.AdmissionCheck(withoutUnadmittedExtendedResources(pod, ni), ni, false)
-	if len(results) == 0 {
-		return nil
-	}
-	r := results[0]
-	if ir := r.InsufficientResource; ir != nil {
+	pod = withoutUnadmittedExtendedResources(pod, ni)
+	if insufficient := noderesources.Fits(pod, ni, nil, noderesources.ResourceRequestsOptions{
+		EnablePodLevelResources:           utilfeature.DefaultFeatureGate.Enabled(features.PodLevelResources),
+		EnableDRAExtendedResource:         utilfeature.DefaultFeatureGate.Enabled(features.DRAExtendedResource),
+		EnableDRANodeAllocatableResources: utilfeature.DefaultFeatureGate.Enabled(features.DRANodeAllocatableResources),
+	}); len(insufficient) > 0 {
+		ir := insufficient[0]
 		if ir.ResourceName == v1.ResourcePods {
 			return &conflict{reason: "pods", message: fmt.Sprintf("pods: %d bound, allocatable %d", ir.Used, ir.Capacity)}
 		}
 		return &conflict{reason: "resource", message: fmt.Sprintf("insufficient %s: requested %s, used %s, allocatable %s",
 			ir.ResourceName, quantity.FromScaled(ir.ResourceName, ir.Requested), quantity.FromScaled(ir.ResourceName, ir.Used), quantity.FromScaled(ir.ResourceName, ir.Capacity))}
 	}
-	switch r.Name {
-	case nodeports.Name:
-		return &conflict{reason: "host-port", message: hostPortMessage(pod, ni)}
-	case nodeaffinity.Name:
+	if matches, _ := corev1nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); !matches {
 		return &conflict{reason: "node-affinity", message: "the node no longer matches the pod's required node affinity"}
 	}
-	return &conflict{reason: "other", message: fmt.Sprintf("%s: %s", r.Name, r.Reason)}
+	if !nodename.Fits(pod, ni) {
+		return &conflict{reason: "other", message: fmt.Sprintf("%s: %s", nodename.Name, nodename.ErrReason)}
+	}
+	if !nodeports.Fits(pod, ni) {
+		return &conflict{reason: "host-port", message: hostPortMessage(pod, ni)}
+	}
+	return nil
 }
 
 // withoutUnadmittedExtendedResources mirrors the kubelet's
