@@ -264,7 +264,12 @@ var _ = Describe("the native-gangs profile", func() {
 		Consistently(rc.RefusedCount(ctx), "3s").Should(Equal(2), "no replacement sent back to %s", rc.BlackHole)
 	})
 
-	It("reclaims borrowed CPU for a gang whose namespace is within its min: the borrower's pods are preempted until the whole gang fits, and no more", func(ctx SpecContext) {
+	// reclaimFor runs the reclaim with b's gang of the given kind:
+	// "native" (a scheduling.k8s.io PodGroup, the PodGroup cycle and
+	// ElasticQuota's PodGroupPostFilter) or "sp" (a scheduler-plugins
+	// PodGroup, Coscheduling and ElasticQuota's per-pod PostFilter).
+	reclaimFor := func(ctx SpecContext, kind string) {
+		GinkgoHelper()
 		// The cluster: one node with room for six 1-CPU pods; team
 		// a (min 2, max 6) runs six, borrowing team b's idle min of 4; b's
 		// gang of four 1-CPU members asks for its min back. Same priority:
@@ -274,8 +279,8 @@ var _ = Describe("the native-gangs profile", func() {
 		// bound in the last minute at its request and keeps a node under 80%
 		// of its CPU, which would keep the last member off a node full of
 		// fresh pods whatever the quota does.
-		sel := map[string]string{"berth.dev/native-reclaim": "true"}
-		s := sandbox.NodeSpec{Name: "native-reclaim", CPU: "16", Memory: "48Gi", Pods: "6", Labels: sel}
+		sel := map[string]string{"berth.dev/reclaim": kind}
+		s := sandbox.NodeSpec{Name: "reclaim-" + kind, CPU: "16", Memory: "48Gi", Pods: "6", Labels: sel}
 		_, err := kwok.CreateNode(ctx, s)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { Expect(kwok.DeleteNode(ctx, s.Name)).To(Succeed()) })
@@ -303,7 +308,7 @@ var _ = Describe("the native-gangs profile", func() {
 			Expect(err).NotTo(HaveOccurred())
 			return n.Name
 		}
-		a, b := team("native-reclaim-a", "2", "6"), team("native-reclaim-b", "4", "6")
+		a, b := team("reclaim-"+kind+"-a", "2", "6"), team("reclaim-"+kind+"-b", "4", "6")
 
 		By("a runs six 1-CPU pods: 4 CPU borrowed from b's min")
 		var borrowers []string
@@ -319,9 +324,27 @@ var _ = Describe("the native-gangs profile", func() {
 
 		By("b's gang of four 1-CPU members: bound whole, four of a's pods preempted, a back at its min")
 		ns = b
-		members := gang(ctx, "reclaim", 4, 4, "1", func(p *v1.Pod) { p.Spec.NodeSelector = sel })
+		var members []string
+		if kind == "native" {
+			members = gang(ctx, "reclaim", 4, 4, "1", func(p *v1.Pod) { p.Spec.NodeSelector = sel })
+		} else {
+			_, err := eq.SchedulingV1alpha1().PodGroups(b).Create(ctx, &schedv1alpha1.PodGroup{
+				ObjectMeta: metav1.ObjectMeta{Namespace: b, Name: "reclaim"},
+				Spec:       schedv1alpha1.PodGroupSpec{MinMember: 4},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			for i := range 4 {
+				p := sandbox.MakePod(sandbox.PodSpec{Namespace: b, Name: fmt.Sprintf("reclaim-%d", i), SchedulerName: "berth-native-gangs", CPU: "1", Memory: "64Mi",
+					NodeSelector: sel, Labels: map[string]string{schedv1alpha1.PodGroupLabel: "reclaim"}})
+				_, err := env.Client.CoreV1().Pods(b).Create(ctx, p, metav1.CreateOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				members = append(members, p.Name)
+			}
+		}
 		Eventually(bound(ctx, members), time.Minute).Should(Equal(4))
-		Eventually(groupScheduled(ctx, "reclaim")).Should(Equal("True"))
+		if kind == "native" {
+			Eventually(groupScheduled(ctx, "reclaim")).Should(Equal("True"))
+		}
 		ns = a
 		// a's pods still there, all bound (a preempted pod is deleted).
 		left := func() (int, error) {
@@ -339,6 +362,14 @@ var _ = Describe("the native-gangs profile", func() {
 		}
 		Eventually(left).Should(Equal(2), "four of a's pods preempted")
 		Consistently(left, "3s").Should(Equal(2), "and no more: a runs its min")
+	}
+
+	It("reclaims borrowed CPU for a native gang whose namespace is within its min: the borrower's pods are preempted until the whole gang fits, and no more", func(ctx SpecContext) {
+		reclaimFor(ctx, "native")
+	})
+
+	It("reclaims borrowed CPU for a scheduler-plugins gang in the same profile, to the same end", func(ctx SpecContext) {
+		reclaimFor(ctx, "sp")
 	})
 
 	It("estimates a gang's members as the cycle places them: they do not all go to the node that looked idle", func(ctx SpecContext) {
