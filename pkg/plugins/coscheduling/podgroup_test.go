@@ -1,0 +1,85 @@
+package coscheduling
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/berth-scheduler/berth/internal/testing/podgroupcycle"
+)
+
+// Coscheduling beside Kubernetes' own gangs: a native gang that does not
+// fit goes through the PodGroup cycle (each member reserved, then all
+// reverted) with Coscheduling as the queue sort and at every extension
+// point, and leaves Coscheduling's view of a scheduler-plugins gang bound on
+// the same node as it was (its Reserve and Unreserve act on labelled pods
+// only). Run through the real cycle (scheduler.New with the GenericWorkload
+// gate).
+func TestARevertedNativeGangLeavesCoschedulingsGroupsAsTheyWere(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gangs
+  plugins:
+    queueSort:
+      enabled:
+      - name: Coscheduling
+      disabled:
+      - name: "*"
+    multiPoint:
+      enabled:
+      - name: GangScheduling
+      - name: Coscheduling
+`
+	var pl *Coscheduling
+	reg := frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := NewWithClient(fakePGClient(podGroup("sp", 2, 0)))(ctx, obj, h)
+		if err == nil {
+			pl = p.(*Coscheduling)
+		}
+		return p, err
+	}}
+	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
+	var objs []runtime.Object
+	objs = append(objs, n1)
+	for _, name := range []string{"sp-0", "sp-1"} {
+		objs = append(objs, st.MakePod().Namespace(testNS).Name(name).UID(name).Node("n1").Label(schedv1alpha1.PodGroupLabel, "sp").
+			Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Obj())
+	}
+	c := podgroupcycle.New(t, config, reg, objs...)
+	key := testNS + "/sp"
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		cnt, _, _, _ := pl.shared.mgr.snapshot(key)
+		return cnt.bound == 2, nil
+	}); err != nil {
+		t.Fatal("Coscheduling never saw the SP gang's two members bound")
+	}
+	before, _, _, _ := pl.shared.mgr.snapshot(key)
+	// Room for two of the native gang's three 1-CPU members.
+	members := c.Gang(t, testNS, "native", 3, 3, podgroupcycle.Member("1"))
+	if got := c.Attempted(t, testNS, "native"); got != "False" {
+		t.Fatalf("the native group's PodGroupInitiallyScheduled is %s, want False", got)
+	}
+	if !c.Unschedulable(t, members, "2 scheduled") {
+		t.Error("no member's status says the cycle placed 2 members before it reverted them")
+	}
+	after, _, _, _ := pl.shared.mgr.snapshot(key)
+	if diff := cmp.Diff(before, after, cmp.AllowUnexported(counts{})); diff != "" {
+		t.Errorf("the SP gang's counts after the native gang's reverted cycle (-before +after):\n%s", diff)
+	}
+	pl.shared.mgr.mu.RLock()
+	_, tracked := pl.shared.mgr.groups[testNS+"/native"]
+	pl.shared.mgr.mu.RUnlock()
+	if tracked {
+		t.Error("Coscheduling tracks the native gang as one of its own")
+	}
+}
