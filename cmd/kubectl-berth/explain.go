@@ -316,6 +316,9 @@ func printTable(out io.Writer, pod string, r *explain.Result) error {
 	case r.Placed != nil:
 		p := r.Placed
 		fmt.Fprintf(w, "Pod %s placed on %s by profile %s at %s (%d of %d nodes feasible).\n", pod, p.Node, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"), p.Feasible, r.Nodes)
+		if r.PodGroup != "" {
+			fmt.Fprintf(w, "Placed with its pod group %s, the members placed before it counted.\n", r.PodGroup)
+		}
 		if !p.Scored {
 			fmt.Fprintf(w, "Not scored: %s.\n", p.NotScored)
 			break
@@ -339,6 +342,9 @@ func printTable(out io.Writer, pod string, r *explain.Result) error {
 			}
 			fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", mark, n.Node, n.Total, strings.Join(cells, "\t"))
 		}
+	case r.PodGroup != "":
+		fmt.Fprintf(w, "Pod %s is pending with its pod group %s (profile %s, at %s): the group's cycle could not place it whole.\n", pod, r.PodGroup, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"))
+		fmt.Fprintf(w, "Scheduler: %s\n", r.GroupFailure)
 	default:
 		fmt.Fprintf(w, "Pod %s fits none of %d nodes (profile %s, at %s).\n", pod, r.Nodes, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"))
 		if len(r.Nearest) > 0 {

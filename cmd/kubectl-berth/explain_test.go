@@ -38,6 +38,21 @@ TaintToleration  1      node(s) had untolerated taint(s) (1)
 	}
 }
 
+func TestPrintTablePendingGangMember(t *testing.T) {
+	r := &explain.Result{Profile: "berth-native-gangs", Time: metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)), Outcome: explain.OutcomePending, Nodes: 3,
+		PodGroup: "ml/trainer", GroupFailure: "pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining"}
+	var out strings.Builder
+	if err := printTable(&out, "ml/trainer-0", r); err != nil {
+		t.Fatal(err)
+	}
+	want := `Pod ml/trainer-0 is pending with its pod group ml/trainer (profile berth-native-gangs, at 2026-12-01T12:00:00Z): the group's cycle could not place it whole.
+Scheduler: pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining
+`
+	if out.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 func TestHowToAsk(t *testing.T) {
 	for _, tc := range []struct {
 		node  string

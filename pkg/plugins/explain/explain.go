@@ -21,6 +21,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -150,6 +151,9 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 		pl.forgetAsked(n.UID)
 		return
 	}
+	if msg := groupFailure(n); msg != "" && msg != groupFailure(o) {
+		pl.explainPendingMember(logger, n, msg)
+	}
 	if o.Annotations[AnnotationRequest] == "true" || n.Annotations[AnnotationRequest] != "true" {
 		return
 	}
@@ -163,6 +167,56 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 	logger.V(4).Info("Explain: a pending pod asks for an explanation; activating it", "pod", klog.KObj(n))
 	pl.fh.Activate(logger, map[string]*v1.Pod{n.Namespace + "/" + n.Name: n})
 }
+
+// groupFailure is, for a pending member of a Kubernetes PodGroup, the
+// message of its PodScheduled=False condition, "" for any other pod.
+func groupFailure(p *v1.Pod) string {
+	if p.Spec.SchedulingGroup == nil || p.Spec.SchedulingGroup.PodGroupName == nil {
+		return ""
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// explainPendingMember explains a member of a Kubernetes PodGroup that the
+// group's cycle could not place whole. That cycle runs no per-pod
+// PostFilter, and a PodGroupPostFilter plugin is given none of the members'
+// statuses: the explanation is the scheduler's own message, which it writes
+// on the member when the cycle ends (the member that failed gets its filter
+// message, the others the group's). The pod informer calls this when the
+// message changes; the rules of a pending pod's explanation apply (asking,
+// the namespaces, once every repeatPending, the budget).
+func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg string) {
+	if pod.Spec.SchedulerName != pl.fh.ProfileName() || !pl.wants(pod) {
+		return
+	}
+	now := pl.now()
+	if at, ok := pl.lastPending.Load(pod.UID); ok && now.Sub(at.(time.Time)) < repeatPending {
+		return
+	}
+	ctx := klog.NewContext(context.Background(), logger)
+	if !pl.withinBudget(ctx, pod) {
+		return
+	}
+	nodes := 0
+	if f := pl.fh.SharedInformerFactory(); f != nil {
+		if l, err := f.Core().V1().Nodes().Lister().List(labels.Everything()); err == nil {
+			nodes = len(l)
+		}
+	}
+	r := pl.newResult(OutcomePending, nodes)
+	r.PodGroup = pod.Namespace + "/" + *pod.Spec.SchedulingGroup.PodGroupName
+	r.GroupFailure = truncate(msg, maxGroupFailure)
+	pl.rememberPending(pod.UID, now)
+	pl.out.enqueue(ctx, pod, r, fmt.Sprintf("pending with its pod group %s: %s", r.PodGroup, r.GroupFailure))
+}
+
+// maxGroupFailure bounds the scheduler's message kept in a result.
+const maxGroupFailure = 1024
 
 // askedLater reports (once) whether the pod started asking after the object
 // the cycle holds was read; one atomic load when no pod did.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +79,52 @@ profiles:
 		if p.Rank != 1 || p.Note != "" || len(p.Top) < 2 || p.Top[0].Node != p.Node || p.Top[0].Total <= p.Top[1].Total {
 			t.Errorf("%s on %s: rank %d, note %q, top %+v: want its node first and ahead, as the cycle scored it", name, p.Node, p.Rank, p.Note, p.Top)
 		}
+	}
+}
+
+// A member of a Kubernetes PodGroup that its cycle could not place whole is
+// explained as pending with its group, in the scheduler's own words: the
+// cycle runs no per-pod PostFilter, so Explain takes the message the
+// scheduler writes on the member.
+func TestAPendingGangMemberIsExplainedWithItsGroup(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gangs
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GangScheduling
+      - name: Explain
+    reserve:
+      enabled:
+      - name: Explain
+`
+	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "2", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
+	c := podgroupcycle.New(t, config, frameworkruntime.Registry{Name: New}, n1)
+	// Room for two of three.
+	members := c.Gang(t, "a", "g", 3, 3, func(i int) *v1.Pod {
+		p := podgroupcycle.Member("1")(i)
+		p.Annotations = map[string]string{AnnotationRequest: "true"}
+		return p
+	})
+	var r *Result
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for _, m := range members {
+			p, err := c.Client.CoreV1().Pods("a").Get(ctx, m.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if raw := p.Annotations[AnnotationResult]; raw != "" {
+				r = &Result{}
+				return true, json.Unmarshal([]byte(raw), r)
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("no member was explained: %v", err)
+	}
+	if r.Outcome != OutcomePending || r.PodGroup != "a/g" || !strings.Contains(r.GroupFailure, "cannot be satisfied") && !strings.Contains(r.GroupFailure, "Insufficient cpu") {
+		t.Errorf("explanation %+v: want pending, podGroup a/g and the scheduler's reason", r)
 	}
 }

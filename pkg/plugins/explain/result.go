@@ -40,6 +40,10 @@ type Result struct {
 	// (spec.schedulingGroup) the pod was placed with: its PodGroup cycle
 	// placed the members one after another, each counting those before it.
 	PodGroup string `json:"podGroup,omitempty"`
+	// GroupFailure is, for a member of a PodGroup its cycle could not place
+	// whole, why, in the scheduler's words (the member's PodScheduled
+	// condition: its own filter message, or the group's).
+	GroupFailure string `json:"groupFailure,omitempty"`
 	// Nodes is how many nodes the cycle's snapshot held.
 	Nodes int `json:"nodes"`
 	// Placed is set for a pod the cycle placed (explained at Reserve).
