@@ -216,7 +216,12 @@ func (o *explainOptions) runPending(ctx context.Context, c kubernetes.Interface,
 	}
 	fmt.Fprintln(w, head)
 	for _, rw := range rows {
-		cells := []string{rw.pod.Name, rw.r.Profile, strconv.Itoa(rw.r.Nodes), rejectedBy(rw.r.Rejections), nearest(rw.r.Nearest),
+		rejected := rejectedBy(rw.r.Rejections)
+		if rw.r.PodGroup != "" {
+			// A group member's reason is its group's (explain POD prints it).
+			rejected = "pod group " + rw.r.PodGroup
+		}
+		cells := []string{rw.pod.Name, rw.r.Profile, strconv.Itoa(rw.r.Nodes), rejected, nearest(rw.r.Nearest),
 			explainedAgo(rw.r.Time.Time)}
 		if ns == metav1.NamespaceAll {
 			cells = append([]string{rw.pod.Namespace}, cells...)
@@ -343,7 +348,7 @@ func printTable(out io.Writer, pod string, r *explain.Result) error {
 			fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", mark, n.Node, n.Total, strings.Join(cells, "\t"))
 		}
 	case r.PodGroup != "":
-		fmt.Fprintf(w, "Pod %s is pending with its pod group %s (profile %s, at %s): the group's cycle could not place it whole.\n", pod, r.PodGroup, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"))
+		fmt.Fprintf(w, "Pod %s is pending with its pod group %s (profile %s, at %s).\n", pod, r.PodGroup, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"))
 		fmt.Fprintf(w, "Scheduler: %s\n", r.GroupFailure)
 	default:
 		fmt.Fprintf(w, "Pod %s fits none of %d nodes (profile %s, at %s).\n", pod, r.Nodes, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"))

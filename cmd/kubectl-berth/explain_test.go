@@ -45,7 +45,7 @@ func TestPrintTablePendingGangMember(t *testing.T) {
 	if err := printTable(&out, "ml/trainer-0", r); err != nil {
 		t.Fatal(err)
 	}
-	want := `Pod ml/trainer-0 is pending with its pod group ml/trainer (profile berth-native-gangs, at 2026-12-01T12:00:00Z): the group's cycle could not place it whole.
+	want := `Pod ml/trainer-0 is pending with its pod group ml/trainer (profile berth-native-gangs, at 2026-12-01T12:00:00Z).
 Scheduler: pod group is unschedulable, minCount (4) cannot be satisfied: 3 scheduled, 0 remaining
 `
 	if out.String() != want {

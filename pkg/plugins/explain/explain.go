@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -34,6 +35,7 @@ import (
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
 	"github.com/berth-scheduler/berth/internal/fitoptions"
+	"github.com/berth-scheduler/berth/internal/leadership"
 )
 
 const (
@@ -64,6 +66,12 @@ type Explain struct {
 	// time.Time); forgotten when it is bound or deleted, or asks anew.
 	lastPending   sync.Map
 	pendingStores atomic.Uint64
+	// leader: whether this process schedules (explainPendingMember runs
+	// from the pod informer, which every replica runs); nil: always.
+	leader *leadership.Writer
+	// pods reads the newest pod object (the informer's store is updated
+	// before its handlers run).
+	pods corelisters.PodLister
 }
 
 // repeatPending is how often a pending pod's explanation is renewed at most.
@@ -119,6 +127,8 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		pl.budget = rate.NewLimiter(rate.Limit(float64(n)/60), int(n))
 	}
 	if f := h.SharedInformerFactory(); f != nil {
+		pl.pods = f.Core().V1().Pods().Lister()
+		pl.leader = leadership.NewWriter(ctx, f.Core().V1().Pods().Informer().HasSynced)
 		// A pending pod that starts asking is brought back for a cycle:
 		// an annotation-only update requeues nothing by itself, and the
 		// next attempt could be minutes away.
@@ -151,10 +161,13 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 		pl.forgetAsked(n.UID)
 		return
 	}
-	if msg := groupFailure(n); msg != "" && msg != groupFailure(o) {
+	startsAsking := o.Annotations[AnnotationRequest] != "true" && n.Annotations[AnnotationRequest] == "true"
+	if msg := groupFailure(n); msg != "" && (msg != groupFailure(o) || startsAsking) {
+		// A group member's reason is written once per change: one that
+		// asks after it failed is explained from the reason it has.
 		pl.explainPendingMember(logger, n, msg)
 	}
-	if o.Annotations[AnnotationRequest] == "true" || n.Annotations[AnnotationRequest] != "true" {
+	if !startsAsking {
 		return
 	}
 	if pl.namespaces != nil && !pl.namespaces.Has(n.Namespace) {
@@ -193,6 +206,17 @@ func groupFailure(p *v1.Pod) string {
 func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg string) {
 	if pod.Spec.SchedulerName != pl.fh.ProfileName() || !pl.wants(pod) {
 		return
+	}
+	if pl.leader != nil && !pl.leader.Allowed() {
+		return // a standby replica: the scheduling one explains
+	}
+	if pl.pods != nil {
+		// A handler may run late: an update the store has moved past (the
+		// member was bound since, or failed again) is not explained.
+		cur, err := pl.pods.Pods(pod.Namespace).Get(pod.Name)
+		if err != nil || cur.UID != pod.UID || cur.Spec.NodeName != "" || groupFailure(cur) != msg {
+			return
+		}
 	}
 	now := pl.now()
 	if at, ok := pl.lastPending.Load(pod.UID); ok && now.Sub(at.(time.Time)) < repeatPending {
@@ -353,7 +377,10 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if !pl.withinBudget(ctx, pod) {
 		return nil
 	}
-	pl.lastPending.Delete(pod.UID)
+	if !inGroupCycle {
+		// A try is no placement yet: the pending explanation's pace stays.
+		pl.lastPending.Delete(pod.UID)
+	}
 	start := pl.now()
 	r, err := pl.explainPlaced(ctx, state, pod, nodeName, s)
 	if err != nil {

@@ -10,10 +10,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/testing/podgroupcycle"
 )
 
@@ -100,8 +104,7 @@ profiles:
       enabled:
       - name: Explain
 `
-	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "2", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
-	c := podgroupcycle.New(t, config, frameworkruntime.Registry{Name: New}, n1)
+	c := writingCluster(t, config)
 	// Room for two of three.
 	members := c.Gang(t, "a", "g", 3, 3, func(i int) *v1.Pod {
 		p := podgroupcycle.Member("1")(i)
@@ -127,4 +130,70 @@ profiles:
 	if r.Outcome != OutcomePending || r.PodGroup != "a/g" || !strings.Contains(r.GroupFailure, "cannot be satisfied") && !strings.Contains(r.GroupFailure, "Insufficient cpu") {
 		t.Errorf("explanation %+v: want pending, podGroup a/g and the scheduler's reason", r)
 	}
+}
+
+// A member that asks after its group failed is explained from the reason it
+// already has: the scheduler writes the reason once per change, so no later
+// update would bring it.
+func TestAGangMemberThatAsksAfterItsGroupFailedIsExplained(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gangs
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GangScheduling
+      - name: Explain
+`
+	c := writingCluster(t, config)
+	members := c.Gang(t, "a", "g", 3, 3, podgroupcycle.Member("1"))
+	if got := c.Attempted(t, "a", "g"); got != "False" {
+		t.Fatalf("the group's PodGroupInitiallyScheduled is %s, want False", got)
+	}
+	if !c.Unschedulable(t, members[:1], "") {
+		t.Fatal("the member has no PodScheduled=False condition")
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + AnnotationRequest + `":"true"}}}`)
+	if _, err := c.Client.CoreV1().Pods("a").Patch(t.Context(), members[0].Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods("a").Get(ctx, members[0].Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		r := &Result{}
+		if raw := p.Annotations[AnnotationResult]; raw == "" || json.Unmarshal([]byte(raw), r) != nil {
+			return false, nil
+		}
+		return r.Outcome == OutcomePending && r.PodGroup == "a/g" && r.GroupFailure != "", nil
+	}); err != nil {
+		t.Errorf("the member that asked after its group failed was not explained: %v", err)
+	}
+}
+
+// writingCluster runs config's scheduler on one node of 2 CPUs and waits
+// until Explain may write from its pod informer (its explanations of
+// pending group members): the process has synced and, with no leader
+// election in these tests, needs no grace.
+func writingCluster(t *testing.T, config string) *podgroupcycle.Cluster {
+	t.Helper()
+	// Not restored after the test: the scheduler's informers may still read it.
+	leadership.ElectionGrace = 0
+	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "2", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
+	var pl *Explain
+	c := podgroupcycle.New(t, config, frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := New(ctx, obj, h)
+		if err == nil {
+			pl = p.(*Explain)
+		}
+		return p, err
+	}}, n1)
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return pl.leader.Allowed(), nil
+	}); err != nil {
+		t.Fatal("Explain never learnt that it may write")
+	}
+	return c
 }
