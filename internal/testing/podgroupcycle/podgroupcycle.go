@@ -42,7 +42,6 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
-	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's plugin args in the config scheme
 	"github.com/berth-scheduler/berth/internal/fakeapi"
 )
 
@@ -54,7 +53,10 @@ type Cluster struct {
 }
 
 // New builds the scheduler that config (a KubeSchedulerConfiguration, YAML,
-// without clientConnection) describes, with the out-of-tree plugins of reg,
+// without clientConnection) describes (a test whose profile enables Berth's
+// plugins imports github.com/berth-scheduler/berth/apis/config/scheme, for
+// their args and defaults; this package does not, as a plugin's other tests
+// may build frameworks of their own without them), with the out-of-tree plugins of reg,
 // on a clientset holding objs, and starts its informers and queue until the
 // test ends.
 func New(t *testing.T, config string, reg frameworkruntime.Registry, objs ...runtime.Object) *Cluster {

@@ -41,8 +41,10 @@ profiles:
       - name: Coscheduling
 `
 	var pl *Coscheduling
-	reg := frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := NewWithClient(fakePGClient(podGroup("sp", 2, 0)))(ctx, obj, h)
+	// Its default args, given here: this package's tests build frameworks
+	// without Berth's config scheme (whose defaulting would add them again).
+	reg := frameworkruntime.Registry{Name: func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := NewWithClient(fakePGClient(podGroup("sp", 2, 0)))(ctx, defaultArgs(), h)
 		if err == nil {
 			pl = p.(*Coscheduling)
 		}

@@ -20,6 +20,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	_ "github.com/berth-scheduler/berth/apis/config/scheme" // the plugins' args in the config scheme, as in main
 	"github.com/berth-scheduler/berth/internal/testing/podgroupcycle"
 )
 
