@@ -53,12 +53,12 @@ type Cluster struct {
 }
 
 // New builds the scheduler that config (a KubeSchedulerConfiguration, YAML,
-// without clientConnection) describes (a test whose profile enables Berth's
-// plugins imports github.com/berth-scheduler/berth/apis/config/scheme, for
-// their args and defaults; this package does not, as a plugin's other tests
-// may build frameworks of their own without them), with the out-of-tree plugins of reg,
-// on a clientset holding objs, and starts its informers and queue until the
-// test ends.
+// without clientConnection) describes, with the out-of-tree plugins of reg,
+// on a clientset holding objs, and runs it until the test ends. A test whose
+// profile enables Berth's plugins imports
+// github.com/berth-scheduler/berth/apis/config/scheme, for their args and
+// defaults; this package does not, as a plugin's other tests may build
+// frameworks of their own without them.
 func New(t *testing.T, config string, reg frameworkruntime.Registry, objs ...runtime.Object) *Cluster {
 	t.Helper()
 	return NewWithBackoff(t, idle, config, reg, objs...)
