@@ -344,6 +344,14 @@ var _ = Describe("the native-gangs profile", func() {
 		Eventually(bound(ctx, members), time.Minute).Should(Equal(4))
 		if kind == "native" {
 			Eventually(groupScheduled(ctx, "reclaim")).Should(Equal("True"))
+		} else {
+			Eventually(func() (schedv1alpha1.PodGroupPhase, error) {
+				pg, err := eq.SchedulingV1alpha1().PodGroups(b).Get(ctx, "reclaim", metav1.GetOptions{})
+				if err != nil {
+					return "", err
+				}
+				return pg.Status.Phase, nil
+			}).Should(BeElementOf(schedv1alpha1.PodGroupScheduling, schedv1alpha1.PodGroupRunning), "Coscheduling writes the SP gang's status (Running once KWOK runs all four)")
 		}
 		ns = a
 		// a's pods still there, all bound (a preempted pod is deleted).
