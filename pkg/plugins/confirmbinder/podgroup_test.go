@@ -18,6 +18,27 @@ import (
 	"github.com/berth-scheduler/berth/internal/testing/podgroupcycle"
 )
 
+// gangProfile is a profile with upstream's GangScheduling and ConfirmBinder
+// binding (Reserve and Bind, before DefaultBinder) as its README enables it.
+const gangProfile = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gangs
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GangScheduling
+    reserve:
+      enabled:
+      - name: ConfirmBinder
+    bind:
+      disabled:
+      - name: DefaultBinder
+      enabled:
+      - name: ConfirmBinder
+      - name: DefaultBinder
+`
+
 // inFlight counts the pods the gate holds in flight, per node.
 func inFlight(g *nodeGate) map[string]int {
 	g.inFlightMu.Lock()
@@ -36,24 +57,7 @@ func inFlight(g *nodeGate) map[string]int {
 // refuse later bindings for room no pod holds. Run through the real cycle
 // (scheduler.New with the GenericWorkload gate).
 func TestARevertedPodGroupCycleLeavesNothingInFlight(t *testing.T) {
-	const config = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: gangs
-  plugins:
-    multiPoint:
-      enabled:
-      - name: GangScheduling
-    reserve:
-      enabled:
-      - name: ConfirmBinder
-    bind:
-      disabled:
-      - name: DefaultBinder
-      enabled:
-      - name: ConfirmBinder
-      - name: DefaultBinder
-`
+	const config = gangProfile
 	var pl *ConfirmBinder
 	reg := frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		p, err := New(ctx, obj, h)
@@ -87,24 +91,7 @@ profiles:
 // whole. Run through the real cycle and binding cycles (scheduler.New with
 // the GenericWorkload gate).
 func TestARefusedMemberIsPlacedAgainAndTheGangEndsWhole(t *testing.T) {
-	const config = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: gangs
-  plugins:
-    multiPoint:
-      enabled:
-      - name: GangScheduling
-    reserve:
-      enabled:
-      - name: ConfirmBinder
-    bind:
-      disabled:
-      - name: DefaultBinder
-      enabled:
-      - name: ConfirmBinder
-      - name: DefaultBinder
-  pluginConfig:
+	const config = gangProfile + `  pluginConfig:
   - name: ConfirmBinder
     args:
       confirm: Always
@@ -153,24 +140,7 @@ profiles:
 // them all, when the cycle's snapshot holds none of the members placed
 // before: the member that fills the node must still be confirmed.
 func TestTheGangMemberThatFillsANodeIsConfirmed(t *testing.T) {
-	const config = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: gangs
-  plugins:
-    multiPoint:
-      enabled:
-      - name: GangScheduling
-    reserve:
-      enabled:
-      - name: ConfirmBinder
-    bind:
-      disabled:
-      - name: DefaultBinder
-      enabled:
-      - name: ConfirmBinder
-      - name: DefaultBinder
-`
+	const config = gangProfile
 	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
 	c := podgroupcycle.New(t, config, frameworkruntime.Registry{Name: New}, n1)
 	var mu sync.Mutex

@@ -203,10 +203,7 @@ func (pl *ElasticQuota) selectGroupVictims(ctx context.Context, lister fwk.Mutab
 					return st.AsError()
 				}
 			}
-			m.mu.RLock()
-			quotaed := m.quotas[p.Namespace] != nil
-			m.mu.RUnlock()
-			gs.adjust(p.Namespace, podRequest(p), quotaed, sign)
+			gs.adjust(p.Namespace, podRequest(p), m.hasQuota(p.Namespace), sign)
 		}
 		return nil
 	}

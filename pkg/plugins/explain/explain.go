@@ -499,27 +499,16 @@ func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, assu
 	}
 	// Kubernetes' PodGroup cycle adds each member it assumes to the
 	// snapshot, for the members after it to see: the cycle filtered and
-	// scored this one without itself on the chosen node.
+	// scored this one without itself on the chosen node. (A pod's own cycle
+	// assumes it in the cache, not in its snapshot.)
 	chosenInfo, err := lister.Get(chosen)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", chosen, err)
 	}
-	for _, pi := range chosenInfo.GetPods() {
-		if pi.GetPod().UID != pod.UID {
-			continue
+	if state.IsPodGroupSchedulingCycle() {
+		if nodes, chosenInfo, err = withoutPod(ctx, nodes, chosenInfo, pod); err != nil {
+			return nil, err
 		}
-		without := chosenInfo.Snapshot()
-		if err := without.RemovePod(klog.FromContext(ctx), pi.GetPod()); err != nil {
-			return nil, fmt.Errorf("node %s without the pod: %w", chosen, err)
-		}
-		nodes = slices.Clone(nodes)
-		for i := range nodes {
-			if nodes[i].Node().Name == chosen {
-				nodes[i] = without
-			}
-		}
-		chosenInfo = without
-		break
 	}
 	clone := state.Clone()
 	statuses := make([]*fwk.Status, len(nodes))
@@ -612,6 +601,28 @@ func (pl *Explain) explainPlaced(ctx context.Context, state fwk.CycleState, assu
 	}
 	pl.redact(r, nodes, sets.New(chosen))
 	return r, nil
+}
+
+// withoutPod returns nodes and chosen with pod taken off chosen, on copies,
+// if chosen holds it.
+func withoutPod(ctx context.Context, nodes []fwk.NodeInfo, chosen fwk.NodeInfo, pod *v1.Pod) ([]fwk.NodeInfo, fwk.NodeInfo, error) {
+	for _, pi := range chosen.GetPods() {
+		if pi.GetPod().UID != pod.UID {
+			continue
+		}
+		without := chosen.Snapshot()
+		if err := without.RemovePod(klog.FromContext(ctx), pi.GetPod()); err != nil {
+			return nil, nil, fmt.Errorf("node %s without the pod: %w", chosen.Node().Name, err)
+		}
+		nodes = slices.Clone(nodes)
+		for i := range nodes {
+			if nodes[i].Node().Name == chosen.Node().Name {
+				nodes[i] = without
+			}
+		}
+		return nodes, without, nil
+	}
+	return nodes, chosen, nil
 }
 
 func nodeScore(sc fwk.NodePluginScores) NodeScore {
