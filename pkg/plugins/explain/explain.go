@@ -350,13 +350,18 @@ func (pl *Explain) PreScore(_ context.Context, state fwk.CycleState, _ *v1.Pod, 
 // be the first Reserve plugin: later ones change state Filter and Score
 // read). The result is written off the scheduling goroutine, by PreBind.
 func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	pl.out.placing(pod.UID) // first: whether or not this placement is explained
+	inGroupCycle := state.IsPodGroupSchedulingCycle()
+	if !inGroupCycle {
+		// First: whether or not this placement is explained. A PodGroup
+		// cycle's try is no placement (it may be reverted): the binding's
+		// Reserve marks it, and until then a pending explanation stands.
+		pl.out.placing(pod.UID)
+	}
 	s := explaining(state)
 	if s == nil {
 		return nil
 	}
 	s.placed = nil // a Reserve that an earlier Unreserve reverted left nothing behind
-	inGroupCycle := state.IsPodGroupSchedulingCycle()
 	if inGroupCycle {
 		s.grouped = true
 	} else if s.grouped {
