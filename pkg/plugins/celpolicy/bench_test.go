@@ -1,6 +1,7 @@
 package celpolicy
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -141,13 +142,13 @@ func BenchmarkPreFilter(b *testing.B) {
 func BenchmarkNodeStateRebuild(b *testing.B) {
 	pl := benchPlugin(b, typicalRules...)
 	nis := benchNodeInfos()
-	logger := klog.Background()
+	ctx := klog.NewContext(context.Background(), klog.Background())
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		ni := nis[i%benchNodes]
 		pl.cache.remove(ni.Node().Name)
-		pl.nodeStateFor(logger, ni)
+		pl.nodeStateFor(ctx, ni)
 		i++
 	}
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/internal/noderecord"
 	"github.com/berth-scheduler/berth/internal/podupdate"
 )
 
@@ -43,6 +44,10 @@ type CELPolicy struct {
 	// the only ones converted to CEL.
 	podProj, nodeProj *projection
 	cache             *nodeCache
+	// records holds the states of the snapshot's nodes in list order, found
+	// by the NodeInfo (Filter and Score's path); cache is the by-name path
+	// of the NodeInfos the records do not know (copies, no list yet).
+	records noderecord.Table[nodeState]
 	// index answers the filters that only read node labels (nil: none do).
 	index    *labelIndex
 	counters []ruleCounters
@@ -350,6 +355,7 @@ func (pl *CELPolicy) readsPod(s *preFilterState) bool {
 // for the cycle's snapshot: the PreFilterResult names exactly the nodes
 // whose labels can pass, so no plugin filters or scores the others.
 func (pl *CELPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	pl.records.Sync(nodes)
 	s, err := pl.matchPodOnce(klog.FromContext(ctx), pod)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
@@ -403,11 +409,36 @@ func getPreFilterState(state fwk.CycleState) (*preFilterState, error) {
 // nodeStateFor returns the node's cached state, building it when the
 // NodeInfo's generation has moved. Expressions that do not read the pod are
 // evaluated here, once per node generation for all pods.
-func (pl *CELPolicy) nodeStateFor(logger klog.Logger, ni fwk.NodeInfo) *nodeState {
+func (pl *CELPolicy) nodeStateFor(ctx context.Context, ni fwk.NodeInfo) *nodeState {
 	node := ni.Node()
+	if slot := pl.records.Slot(ni); slot != nil {
+		// One of the snapshot's own NodeInfos: its record, or a new one.
+		if s := slot.Load(); s != nil && pl.valid(s, ni.GetGeneration(), node) {
+			return s
+		}
+		s := pl.buildNodeState(ctx, ni)
+		slot.Store(s)
+		return s
+	}
 	if s := pl.cache.get(node.Name, ni.GetGeneration(), node); s != nil {
 		return s
 	}
+	s := pl.buildNodeState(ctx, ni)
+	if pl.cacheable(ni) {
+		pl.cache.put(node.Name, s)
+	}
+	return s
+}
+
+// valid reports whether s is the state of a NodeInfo at generation with
+// Node object node (see nodeCache).
+func (pl *CELPolicy) valid(s *nodeState, generation int64, node *v1.Node) bool {
+	return s.generation == generation || pl.cache.byNode && s.nodeObj == node
+}
+
+// buildNodeState evaluates the expressions that do not read the pod on ni.
+func (pl *CELPolicy) buildNodeState(ctx context.Context, ni fwk.NodeInfo) *nodeState {
+	node := ni.Node()
 	s := newNodeState(len(pl.rules))
 	s.generation, s.nodeObj = ni.GetGeneration(), node
 	if pl.needNode {
@@ -424,15 +455,12 @@ func (pl *CELPolicy) nodeStateFor(logger klog.Logger, ni fwk.NodeInfo) *nodeStat
 	for i, r := range pl.rules {
 		if r.filter != nil && !r.filter.readsPod() {
 			ok, err := evalBool(r.filter, act, &pl.counters[i].filter)
-			s.filter[i] = pl.filterOutcome(logger, i, ok, err, node)
+			s.filter[i] = pl.filterOutcome(ctx, i, ok, err, node)
 		}
 		if r.score != nil && !r.score.readsPod() {
 			v, err := evalScore(r.score, act, &pl.counters[i])
-			s.score[i], s.scoreOK[i] = v, pl.scoreOutcome(logger, i, err, node)
+			s.score[i], s.scoreOK[i] = v, pl.scoreOutcome(ctx, i, err, node)
 		}
-	}
-	if pl.cacheable(ni) {
-		pl.cache.put(node.Name, s)
 	}
 	return s
 }
@@ -459,11 +487,13 @@ func (pl *CELPolicy) cacheable(ni fwk.NodeInfo) bool {
 	return err != nil || real.GetGeneration() == ni.GetGeneration()
 }
 
-func (pl *CELPolicy) filterOutcome(logger klog.Logger, i int, ok bool, err error, node *v1.Node) outcome {
+// The logger is taken from ctx only for an error: Filter and Score run for
+// every node, and the context's values are a chain to walk.
+func (pl *CELPolicy) filterOutcome(ctx context.Context, i int, ok bool, err error, node *v1.Node) outcome {
 	switch {
 	case err != nil:
 		pl.counters[i].filter.errsPolicy.Inc()
-		logger.V(4).Info(ErrReasonRuleError, "rule", pl.rules[i].name, "expression", "filter", "node", klog.KObj(node), "err", err)
+		klog.FromContext(ctx).V(4).Info(ErrReasonRuleError, "rule", pl.rules[i].name, "expression", "filter", "node", klog.KObj(node), "err", err)
 		if pl.rules[i].ignoreErrors {
 			return outcomePass
 		}
@@ -475,12 +505,12 @@ func (pl *CELPolicy) filterOutcome(logger klog.Logger, i int, ok bool, err error
 	}
 }
 
-func (pl *CELPolicy) scoreOutcome(logger klog.Logger, i int, err error, node *v1.Node) outcome {
+func (pl *CELPolicy) scoreOutcome(ctx context.Context, i int, err error, node *v1.Node) outcome {
 	if err == nil {
 		return outcomePass
 	}
 	pl.counters[i].score.errsPolicy.Inc()
-	logger.V(4).Info(ErrReasonRuleError, "rule", pl.rules[i].name, "expression", "score", "node", klog.KObj(node), "err", err)
+	klog.FromContext(ctx).V(4).Info(ErrReasonRuleError, "rule", pl.rules[i].name, "expression", "score", "node", klog.KObj(node), "err", err)
 	if pl.rules[i].ignoreErrors {
 		return outcomeNone
 	}
@@ -508,8 +538,7 @@ func (pl *CELPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	logger := klog.FromContext(ctx)
-	ns := pl.nodeStateFor(logger, nodeInfo)
+	ns := pl.nodeStateFor(ctx, nodeInfo)
 	for _, i := range s.matched {
 		r := pl.rules[i]
 		if r.filter == nil {
@@ -520,10 +549,10 @@ func (pl *CELPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 			act := getActivation(s.pod, ns.node, ns.info)
 			ok, err := evalBool(r.filter, act, &pl.counters[i].filter)
 			putActivation(act)
-			o = pl.filterOutcome(logger, i, ok, err, nodeInfo.Node())
+			o = pl.filterOutcome(ctx, i, ok, err, nodeInfo.Node())
 		}
 		if o == outcomeReject || o == outcomeError {
-			if logger.V(5).Enabled() {
+			if logger := klog.FromContext(ctx); logger.V(5).Enabled() {
 				logger.V(5).Info("Node rejected by CELPolicy rule", "pod", klog.KObj(pod), "node", klog.KObj(nodeInfo.Node()), "rule", r.name)
 			}
 			return pl.rejection(r, o)
@@ -576,8 +605,7 @@ func (pl *CELPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if !ok {
 		return 0, fwk.AsStatus(fmt.Errorf("%+v convert to celpolicy.preScoreState error", c))
 	}
-	logger := klog.FromContext(ctx)
-	ns := pl.nodeStateFor(logger, nodeInfo)
+	ns := pl.nodeStateFor(ctx, nodeInfo)
 	var sum float64
 	weight := s.totalWeight
 	for _, i := range s.scored {
@@ -588,7 +616,7 @@ func (pl *CELPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 			var err error
 			v, err = evalScore(r.score, act, &pl.counters[i])
 			putActivation(act)
-			o = pl.scoreOutcome(logger, i, err, nodeInfo.Node())
+			o = pl.scoreOutcome(ctx, i, err, nodeInfo.Node())
 		}
 		switch o {
 		case outcomePass:

@@ -196,14 +196,16 @@ func (e *celEnv) objectVal(obj any, paths *typedPaths) (ref.Val, error) {
 
 // expr is one compiled expression and the variables it reads.
 type expr struct {
-	prg     cel.Program
-	reads   map[string]bool
-	checked *ast.AST
+	prg cel.Program
+	// pod, node, nodeInfo: the expression reads that variable (booleans,
+	// not a map: Filter and Score ask for every node).
+	pod, node, nodeInfo bool
+	checked             *ast.AST
 }
 
-func (x *expr) readsPod() bool      { return x != nil && x.reads[varPod] }
-func (x *expr) readsNode() bool     { return x != nil && x.reads[varNode] }
-func (x *expr) readsNodeInfo() bool { return x != nil && x.reads[varNodeInfo] }
+func (x *expr) readsPod() bool      { return x != nil && x.pod }
+func (x *expr) readsNode() bool     { return x != nil && x.node }
+func (x *expr) readsNodeInfo() bool { return x != nil && x.nodeInfo }
 
 type resultKind int
 
@@ -262,7 +264,7 @@ func (e *celEnv) compileExpr(path *field.Path, text string, want resultKind, all
 	if err != nil {
 		return nil, field.InternalError(path, fmt.Errorf("building program: %w", err))
 	}
-	return &expr{prg: prg, reads: reads, checked: checked.NativeRep()}, nil
+	return &expr{prg: prg, pod: reads[varPod], node: reads[varNode], nodeInfo: reads[varNodeInfo], checked: checked.NativeRep()}, nil
 }
 
 // sizeEstimator bounds the size of lists and maps in an expression from the

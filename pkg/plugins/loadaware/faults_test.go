@@ -105,7 +105,7 @@ func TestMalformedSamplesNeverAttractPods(t *testing.T) {
 		t.Errorf("the future-stamped node took %d pods, the valid ones at least %d: burst estimation is off there (placed: %v)", f, v, placed)
 	}
 	// The future-stamped sample expires like any other.
-	if _, st := pl.freshSample(future.Node(), now.Add(pl.expiration+time.Second), pl.missingFilter, pl.staleFilter, pl.invalidFilter); st != sampleMissing {
+	if smp, ok := pl.source.sample(future.Node()); pl.sampleState(smp, ok, now.Add(pl.expiration+time.Second), pl.missingFilter, pl.staleFilter, pl.invalidFilter) != sampleMissing {
 		t.Errorf("the future-stamped sample is still fresh %s later", pl.expiration+time.Second)
 	}
 }

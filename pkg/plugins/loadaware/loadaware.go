@@ -25,6 +25,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/internal/noderecord"
 )
 
 const (
@@ -50,6 +51,11 @@ type LoadAware struct {
 	source     usageSource
 	nodeLister corelisters.NodeLister // nil in unit tests
 	tracker    *tracker
+	// records holds, in the snapshot's list order, each node's sample and
+	// the estimates of the pods placed on it since (Filter and Score's
+	// path; a NodeInfo the records do not know reads the source and the
+	// tracker by name).
+	records    noderecord.Table[nodeRecord]
 	expiration time.Duration
 	now        func() time.Time
 
@@ -181,6 +187,7 @@ func newPlugin(args *config.LoadAwareArgs, h fwk.Handle) *LoadAware {
 		invalidScore:    missingMetrics.WithLabelValues("invalid", "Score"),
 		overAllocatable: badSamples.WithLabelValues(badOverAllocatable),
 	}
+	pl.tracker.changed = func(node string) { pl.records.Invalidate(node, &nodeRecord{}) }
 	if q, ok := args.DefaultPodEstimate[v1.ResourceCPU]; ok {
 		pl.defaultEstimate.cpuMilli = q.MilliValue()
 	}
@@ -226,7 +233,8 @@ func (s *podState) Clone() fwk.StateData { return s }
 
 // PreFilter computes the pod's estimate once. DaemonSet pods are exempt from
 // the usage filter: they must run on every node, hot or not.
-func (pl *LoadAware) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (pl *LoadAware) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	pl.records.Sync(nodes)
 	if isDaemonSetPod(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -259,21 +267,64 @@ const (
 	sampleInvalid             // impossible values: never better than a valid sample
 )
 
-// freshSample returns the node's sample if it is valid and younger than metricsExpiration.
-func (pl *LoadAware) freshSample(node *v1.Node, now time.Time, missing, stale, invalid metrics.CounterMetric) (sample, sampleState) {
-	s, ok := pl.source.sample(node)
+// nodeRecord is what Filter and Score read of a node, built from the
+// source and the tracker when one of them changed and kept in the node's
+// slot of records: ~90 bytes, where the by-name path reads the source's
+// cache entry and the tracker's entry, each behind a map of strings.
+type nodeRecord struct {
+	// node and version are what the record was built from: the Node object
+	// (an annotation sample is the object's) and the source's version (a
+	// MetricsAPI refresh). nil node: a tombstone (the tracker changed).
+	node    *v1.Node
+	version uint64
+	smp     sample
+	ok      bool
+	// pend is tracker.pending(node, smp.timestamp): the estimates of the
+	// pods placed on the node that the sample does not include.
+	pend estimate
+}
+
+// nodeData returns what the node's sample says and the estimates pending on
+// top of it: from the node's record when nodeInfo is one of the snapshot's
+// (rebuilding it if stale), else from the source and the tracker by name
+// (pend is then computed only for a fresh sample, when asked: hasPend false).
+func (pl *LoadAware) nodeData(nodeInfo fwk.NodeInfo, node *v1.Node) (smp sample, ok bool, pend estimate, hasPend bool) {
+	slot := pl.records.Slot(nodeInfo)
+	if slot == nil {
+		smp, ok = pl.source.sample(node)
+		return smp, ok, estimate{}, false
+	}
+	version := pl.source.version()
+	old := slot.Load()
+	if old != nil && old.node == node && old.version == version {
+		return old.smp, old.ok, old.pend, true
+	}
+	r := &nodeRecord{node: node, version: version}
+	r.smp, r.ok = pl.source.sample(node)
+	if r.ok && !r.smp.invalid {
+		r.pend = pl.tracker.pending(node.Name, r.smp.timestamp)
+	}
+	// Kept unless the tracker invalidated the slot meanwhile: then this
+	// record may predate the change, and the next read builds another.
+	slot.CompareAndSwap(old, r)
+	return r.smp, r.ok, r.pend, true
+}
+
+// sampleState says whether a sample the source returned (ok: there is one)
+// is fresh, counting why not.
+func (pl *LoadAware) sampleState(s sample, ok bool, now time.Time, missing, stale, invalid metrics.CounterMetric) sampleState {
 	switch {
 	case !ok:
 		missing.Inc()
-		return s, sampleMissing
+		return sampleMissing
 	case s.invalid:
 		invalid.Inc()
-		return s, sampleInvalid
+		return sampleInvalid
 	case now.Sub(s.timestamp) > pl.expiration:
 		stale.Inc()
-		return s, sampleMissing
+		return sampleMissing
 	}
-	return s, sampleFresh
+	return sampleFresh
 }
 
 // usage is the node's estimated usage of one resource: the sample, clamped
@@ -297,8 +348,7 @@ func (pl *LoadAware) usage(measured, alloc int64, add ...int64) int64 {
 // overReason is why est does not fit the node under a threshold, given its
 // sample and the pods placed on it since (ErrReasonCPU, ErrReasonMemory), or
 // "" when it fits.
-func (pl *LoadAware) overReason(node string, smp sample, est estimate, cpuAlloc, memAlloc int64) string {
-	pend := pl.tracker.pending(node, smp.timestamp)
+func (pl *LoadAware) overReason(smp sample, pend, est estimate, cpuAlloc, memAlloc int64) string {
 	switch {
 	case overThreshold(pl.usage(smp.cpuMilli, cpuAlloc, pend.cpuMilli, est.cpuMilli), cpuAlloc, pl.cpuThreshold):
 		return ErrReasonCPU
@@ -310,7 +360,7 @@ func (pl *LoadAware) overReason(node string, smp sample, est estimate, cpuAlloc,
 
 // usable reports whether a sample the source returned may be trusted: there
 // is one, it is valid, and it is not older than metricsExpiration (the
-// queueing hints' check; Filter and Score also count why not, in freshSample).
+// queueing hints' check; Filter and Score also count why not, in sampleState).
 func (pl *LoadAware) usable(s sample, ok bool) bool {
 	return ok && !s.invalid && pl.now().Sub(s.timestamp) <= pl.expiration
 }
@@ -329,8 +379,8 @@ func (pl *LoadAware) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		return fwk.AsStatus(err)
 	}
 	node := nodeInfo.Node()
-	smp, st := pl.freshSample(node, s.now, pl.missingFilter, pl.staleFilter, pl.invalidFilter)
-	if st != sampleFresh {
+	smp, ok, pend, hasPend := pl.nodeData(nodeInfo, node)
+	if pl.sampleState(smp, ok, s.now, pl.missingFilter, pl.staleFilter, pl.invalidFilter) != sampleFresh {
 		if pl.rejectMissing {
 			pl.filteredMissing.Inc()
 			// Retried on the refresh (or annotation) that brings a sample.
@@ -339,8 +389,11 @@ func (pl *LoadAware) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		}
 		return nil
 	}
+	if !hasPend {
+		pend = pl.tracker.pending(node.Name, smp.timestamp)
+	}
 	alloc := nodeInfo.GetAllocatable()
-	reason := pl.overReason(node.Name, smp, s.est, alloc.GetMilliCPU(), alloc.GetMemory())
+	reason := pl.overReason(smp, pend, s.est, alloc.GetMilliCPU(), alloc.GetMemory())
 	switch reason {
 	case "":
 		return nil
@@ -391,9 +444,12 @@ func (pl *LoadAware) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, n
 	node := nodeInfo.Node()
 	alloc := nodeInfo.GetAllocatable()
 	var cpu, mem int64
-	switch smp, st := pl.freshSample(node, s.now, pl.missingScore, pl.staleScore, pl.invalidScore); st {
+	smp, ok, pend, hasPend := pl.nodeData(nodeInfo, node)
+	switch pl.sampleState(smp, ok, s.now, pl.missingScore, pl.staleScore, pl.invalidScore) {
 	case sampleFresh:
-		pend := pl.tracker.pending(node.Name, smp.timestamp)
+		if !hasPend {
+			pend = pl.tracker.pending(node.Name, smp.timestamp)
+		}
 		cpu = pl.usage(smp.cpuMilli, alloc.GetMilliCPU(), pend.cpuMilli)
 		mem = pl.usage(smp.memBytes, alloc.GetMemory(), pend.memBytes)
 	case sampleInvalid:
@@ -637,7 +693,7 @@ func (pl *LoadAware) isSchedulableAfterAnnotation(logger klog.Logger, pod *v1.Po
 		}
 		return fwk.Queue, nil
 	}
-	if pl.overReason(node.Name, smp, pl.estimateOf(pod), node.Status.Allocatable.Cpu().MilliValue(), node.Status.Allocatable.Memory().Value()) != "" {
+	if pl.overReason(smp, pl.tracker.pending(node.Name, smp.timestamp), pl.estimateOf(pod), node.Status.Allocatable.Cpu().MilliValue(), node.Status.Allocatable.Memory().Value()) != "" {
 		logger.V(5).Info("Node still over the LoadAware threshold", "pod", klog.KObj(pod), "node", klog.KObj(node))
 		return fwk.QueueSkip, nil
 	}

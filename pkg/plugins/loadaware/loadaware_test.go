@@ -41,6 +41,10 @@ func (f fakeSource) sample(node *v1.Node) (sample, bool) {
 	return s, ok
 }
 
+// version is constant: tests that change a fakeSource's samples do not use
+// the node records (they pass PreFilter no node list).
+func (f fakeSource) version() uint64 { return 0 }
+
 // activator records Activate calls; the rest of the handle is unused.
 type activator struct {
 	fwk.Handle

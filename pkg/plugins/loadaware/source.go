@@ -70,6 +70,9 @@ func newSample(cpu, mem resource.Quantity, ts, received time.Time) sample {
 // memory: Filter and Score call them for every node of every pod.
 type usageSource interface {
 	sample(node *v1.Node) (sample, bool)
+	// version moves whenever a sample may have changed other than with its
+	// Node object (a MetricsAPI refresh); the node records compare it.
+	version() uint64
 }
 
 // metricsAPISource lists metrics.k8s.io/v1beta1 NodeMetrics in the
@@ -82,6 +85,8 @@ type metricsAPISource struct {
 	onRefresh func(logger klog.Logger, snap map[string]sample)
 	// onFailure is called after each failed list, with the time of the last good one.
 	onFailure func(logger klog.Logger, lastSuccess time.Time)
+	// generation counts the snapshots stored (version).
+	generation atomic.Uint64
 	// lastSuccess is when the last list succeeded (Unix nanoseconds; 0 never).
 	lastSuccess atomic.Int64
 	// done is closed when the refresh loop has returned.
@@ -99,6 +104,8 @@ func (s *metricsAPISource) sample(node *v1.Node) (sample, bool) {
 	u, ok := (*s.snapshot.Load())[node.Name]
 	return u, ok
 }
+
+func (s *metricsAPISource) version() uint64 { return s.generation.Load() }
 
 // run refreshes every interval until ctx is done. A failed list keeps the
 // last snapshot (its samples age out through metricsExpiration) and is counted.
@@ -130,6 +137,8 @@ func (s *metricsAPISource) refresh(ctx context.Context) error {
 		snap[m.Name] = newSample(*m.Usage.Cpu(), *m.Usage.Memory(), m.Timestamp.Time, received)
 	}
 	s.snapshot.Store(&snap)
+	// After the store: a reader that sees the new version reads the new snapshot.
+	s.generation.Add(1)
 	s.lastSuccess.Store(time.Now().UnixNano())
 	lastRefresh.SetToCurrentTime()
 	if s.onRefresh != nil {
@@ -208,6 +217,9 @@ func (s *annotationSource) sample(node *v1.Node) (sample, bool) {
 	}
 	return p.sample, p.ok
 }
+
+// version is constant: an annotation's sample changes only with its Node object.
+func (s *annotationSource) version() uint64 { return 0 }
 
 func (s *annotationSource) forget(nodeName string) { s.cache.Delete(nodeName) }
 

@@ -63,6 +63,9 @@ type tracker struct {
 	byNode map[string]map[types.UID]struct{}
 	// onNode: node -> its pods' entries, rebuilt when one of them changes.
 	onNode *slotmap.Map[nodePods]
+	// changed is called (under mu) after a node's pods changed: the plugin
+	// invalidates the node's record.
+	changed func(node string)
 }
 
 // nodePods are a node's tracked pods as Filter and Score read them.
@@ -84,6 +87,7 @@ func (t *tracker) publishLocked(node string) {
 	uids := t.byNode[node]
 	if len(uids) == 0 {
 		t.onNode.Delete(node)
+		t.notifyLocked(node)
 		return
 	}
 	np := &nodePods{pods: make([]assignedPod, 0, len(uids))}
@@ -97,6 +101,13 @@ func (t *tracker) publishLocked(node string) {
 		}
 	}
 	t.onNode.Store(node, np)
+	t.notifyLocked(node)
+}
+
+func (t *tracker) notifyLocked(node string) {
+	if t.changed != nil {
+		t.changed(node)
+	}
 }
 
 // add records the pod, or for a pod already known on the same node, its new
