@@ -400,8 +400,10 @@ BENCH_COUNT ?= 5
 BENCH_FULL_COUNT ?= 7
 BENCH_DIR = $(BIN)/bench
 # The test cases make bench-full runs at 5,000 nodes: the two profiles whose
-# ratio operators read (Default, AllPlugins) and the constrained-pods pair.
-BENCH_FULL_CASES = ^(Default|AllPlugins|GPUAffinity|GPUCELPolicy)$$
+# ratio operators read (Default, AllPlugins), the overhead gate
+# (AllPluginsOverhead: every plugin, deciding as Default) and the
+# constrained-pods pair.
+BENCH_FULL_CASES = ^(Default|AllPlugins|AllPluginsOverhead|GPUAffinity|GPUCELPolicy)$$
 # Runs $(2) rounds of the test cases matching $(3) at one size — one harness
 # run per round, so the profiles interleave and each round has its own
 # baseline — with a CPU profile of each measured phase, then the plugins'

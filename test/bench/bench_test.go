@@ -44,6 +44,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	registerEvaluations()
 	os.Exit(m.Run())
 }
 

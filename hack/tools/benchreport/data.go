@@ -40,6 +40,13 @@ type sample struct {
 	cpu map[string]float64
 	// pods: the measured pods (from the workload's name).
 	pods float64
+	// evals: "Plugin/ExtensionPoint" -> calls in the measured phase
+	// (berth_bench_plugin_evaluations); attempts: mean attempts per
+	// scheduled pod (scheduler_pod_scheduling_attempts).
+	evals    map[string]float64
+	attempts float64
+	// calls: CPU seconds of the measured phase by callKeys (calls.go).
+	calls map[string]float64
 }
 
 // round is one harness run: profile -> workload -> sample.
@@ -139,11 +146,11 @@ func (x runExtras) addTo(r round) error {
 	}
 	for k, path := range x.prof {
 		if s := r[k[0]][k[1]]; s != nil {
-			cpu, err := readCPU(path)
+			cpu, calls, err := readCPU(path)
 			if err != nil {
 				return err
 			}
-			s.cpu = cpu
+			s.cpu, s.calls = cpu, calls
 		}
 	}
 	return nil
@@ -175,7 +182,7 @@ func readJSON(f string) ([]round, error) {
 		}
 		s := r[profile][workload]
 		if s == nil {
-			s = &sample{plugins: map[string]map[string]float64{}, points: map[string]map[string]float64{}}
+			s = &sample{plugins: map[string]map[string]float64{}, points: map[string]map[string]float64{}, evals: map[string]float64{}}
 			if m := podsRE.FindStringSubmatch(workload); m != nil {
 				s.pods, _ = strconv.ParseFloat(m[1], 64)
 			}
@@ -201,6 +208,13 @@ func readJSON(f string) ([]round, error) {
 		case "scheduler_plugin_execution_duration_seconds":
 			key := it.Labels["plugin"] + "/" + it.Labels["extension_point"]
 			get(m[1], m[2], metric+key).plugins[key] = it.Data
+		case "berth_bench_plugin_evaluations":
+			// The mean of one observation, in the harness's ms: the count.
+			key := it.Labels["plugin"] + "/" + it.Labels["extension_point"]
+			get(m[1], m[2], metric+key).evals[key] = it.Data["Average"]
+		case "scheduler_pod_scheduling_attempts":
+			// A count reported as if seconds: the harness's ms are ×1,000.
+			get(m[1], m[2], metric).attempts = it.Data["Average"] / 1000
 		}
 	}
 	return fileRounds, nil
@@ -259,20 +273,25 @@ var (
 		"k8s.io/apiextensions-apiserver/", "k8s.io/kube-aggregator/", "go.etcd.io/", "google.golang.org/grpc", "k8s.io/kubernetes/plugin/pkg/admission"}
 )
 
-func readCPU(path string) (map[string]float64, error) {
+// readCPU reads a CPU profile: seconds by attribution (scheduler, API
+// server, other, cycle), and by callKeys.
+func readCPU(path string) (cpu, calls map[string]float64, err error) {
 	p, idx, err := openCPUProfile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := map[string]float64{}
+	cpu, calls = map[string]float64{}, map[string]float64{}
 	for _, s := range p.Sample {
 		v := float64(s.Value[idx]) / 1e9
-		out[attribute(s)] += v
+		cpu[attribute(s)] += v
 		if inCycle(s) {
-			out[cpuCycle] += v
+			cpu[cpuCycle] += v
+		}
+		for _, k := range callKeys(s) {
+			calls[k] += v
 		}
 	}
-	return out, nil
+	return cpu, calls, nil
 }
 
 // openCPUProfile parses a CPU profile and finds its cpu sample type.

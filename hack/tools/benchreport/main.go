@@ -87,6 +87,7 @@ func run(dataDir, micro, out, command, k8s, notes, extra string, charts bool) er
 		return err
 	}
 	writeTargets(&b, rounds)
+	writeCalls(&b, rounds)
 	if err := writeThroughput(&b, rounds, img); err != nil {
 		return err
 	}
@@ -177,13 +178,25 @@ func filterScoreP50(s *sample) (float64, bool) {
 }
 
 // cpuPer1000 is the CPU seconds of the measured phase spent where kind
-// says (cpuScheduler, cpuAPIServer, cpuOther, cpuCycle) per 1,000 measured pods.
+// says (cpuScheduler, cpuAPIServer, cpuOther, cpuCycle) per 1,000 pods
+// scheduled in it: the scheduling attempts the round counted in the phase
+// (cyclesOf) where it counted them, else the workload's measured pods. The
+// harness ends its measured phase when the namespace holds as many
+// scheduled pods as the workload measures, the pods created before
+// included, so the phase holds fewer pods than the workload's name says
+// (about 9,000 of 10,000 at 5,000 nodes, plus those scheduled while the
+// harness polls): rounds that counted are exact, the others assume the
+// name's count in every profile, which keeps ratios right.
 func cpuPer1000(kind string) figure {
 	return func(s *sample) (float64, bool) {
-		if s.cpu == nil || s.pods == 0 {
+		pods := cyclesOf(s)
+		if pods == 0 {
+			pods = s.pods
+		}
+		if s.cpu == nil || pods == 0 {
 			return 0, false
 		}
-		return s.cpu[kind] / (s.pods / 1000), true
+		return s.cpu[kind] / (pods / 1000), true
 	}
 }
 
@@ -398,18 +411,24 @@ func writeTargets(b *strings.Builder, rounds []round) {
 	_, workloads := profilesAndWorkloads(rounds)
 	full := func(w string) bool { return leadingInt(w) >= 5000 }
 	targets := []target{
-		{what: "PreFilter + Filter + Score p50 per cycle ≤ 1.15× default", profile: "AllPlugins", f: filterScoreP50, limit: 1.15, atMost: true},
-		{what: "Scheduler CPU per 1,000 pods ≤ 1.10× default", profile: "AllPlugins", f: schedulerCPU, limit: 1.10, atMost: true},
-		{what: "Scheduling cycle (reported beside the gates)", profile: "AllPlugins", f: cycleAvg, limit: 1.15, atMost: true},
-		{what: "End-to-end throughput ≥ 0.95× default (expected; the number operators read)", profile: "AllPlugins", f: throughputAvg, limit: 0.95},
-		{what: "Peak heap ≤ 1.10× default (whole process: API server included)", profile: "AllPlugins", f: heapMax, limit: 1.10, atMost: true},
+		{what: "#28 gate: every plugin, deciding as Default (AllPluginsOverhead): cycle CPU per 1,000 pods ≤ 1.15× default", profile: "AllPluginsOverhead", f: cycleCPU, limit: 1.15, atMost: true},
+		{what: "#28 gate: AllPluginsOverhead scheduler CPU per 1,000 pods ≤ 1.20× default", profile: "AllPluginsOverhead", f: schedulerCPU, limit: 1.20, atMost: true},
+		{what: "#28: AllPlugins (with decisions) cycle CPU per 1,000 pods ≤ 1.30× default (expected)", profile: "AllPlugins", f: cycleCPU, limit: 1.30, atMost: true},
+		{what: "#28: AllPluginsOverhead end-to-end throughput ≥ 0.90× default (expected)", profile: "AllPluginsOverhead", f: throughputAvg, limit: 0.90},
+		{what: "#28: AllPlugins end-to-end throughput ≥ 0.90× default (expected)", profile: "AllPlugins", f: throughputAvg, limit: 0.90},
+		{what: "#28: AllPluginsOverhead peak heap ≤ 1.10× default (whole process)", profile: "AllPluginsOverhead", f: heapMax, limit: 1.10, atMost: true},
+		{what: "#18: PreFilter + Filter + Score p50 per cycle ≤ 1.15× default", profile: "AllPlugins", f: filterScoreP50, limit: 1.15, atMost: true},
+		{what: "#18: AllPlugins scheduler CPU per 1,000 pods ≤ 1.10× default", profile: "AllPlugins", f: schedulerCPU, limit: 1.10, atMost: true},
+		{what: "#18: AllPlugins scheduling cycle (wall time, reported beside the gates)", profile: "AllPlugins", f: cycleAvg, limit: 1.15, atMost: true},
+		{what: "#18: AllPlugins end-to-end throughput ≥ 0.95× default (expected; the number operators read)", profile: "AllPlugins", f: throughputAvg, limit: 0.95},
+		{what: "#18: AllPlugins peak heap ≤ 1.10× default (whole process: API server included)", profile: "AllPlugins", f: heapMax, limit: 1.10, atMost: true},
 		{what: "Constrained pods: algorithm duration (wall time) ≤ 0.3× upstream's node affinity", profile: "GPUCELPolicy", f: algorithmAvg, limit: 0.3, atMost: true},
 		{what: "Constrained pods: cycle CPU ≤ 0.3× upstream's node affinity (the algorithm's work, without waiting for a core)", profile: "GPUCELPolicy", f: cycleCPU, limit: 0.3, atMost: true},
 		{what: "Constrained pods: throughput ≥ upstream's node affinity", profile: "GPUCELPolicy", f: throughputAvg, limit: 1.0},
 	}
-	fmt.Fprintln(b, "## Targets (issue #18)")
+	fmt.Fprintln(b, "## Targets (issues #28 and #18)")
 	fmt.Fprintln(b)
-	fmt.Fprintln(b, "Judged on the median ratio of the rounds above, at 5,000 nodes.")
+	fmt.Fprintln(b, "Judged on the median ratio of the rounds above, at 5,000 nodes; the per-call rows on the CPU per call (next section).")
 	fmt.Fprintln(b)
 	fmt.Fprintln(b, "| Target | Workload | Measured (median, IQR) | Status |")
 	fmt.Fprintln(b, "| --- | --- | --- | --- |")
@@ -461,7 +480,28 @@ func writeTargets(b *strings.Builder, rounds []round) {
 			if m <= 1 {
 				status = "**met**"
 			}
-			fmt.Fprintf(b, "| %s Filter + Score ≤ 1 µs per node (harness, mean per call) | %s | %.2f µs (%.2f–%.2f) | %s |\n", pl, w, m, q1, q3, status)
+			fmt.Fprintf(b, "| #18: %s Filter + Score ≤ 1 µs per node (harness's sampled wall time, mean per call) | %s | %.2f µs (%.2f–%.2f) | %s |\n", pl, w, m, q1, q3, status)
+		}
+	}
+	// #28: each Berth plugin's Filter and Score body ≤ 100 ns CPU per call.
+	for _, w := range workloads {
+		if !full(w) || !ran(rounds, "AllPluginsOverhead", w) {
+			continue
+		}
+		for _, k := range []string{"CELPolicy/Filter", "CELPolicy/Score", "LoadAware/Filter", "LoadAware/Score", "AdmissionFeedback/Filter", "AdmissionFeedback/Score", "NodeResourcesFit/Filter", "NodeResourcesFit/Score", "TaintToleration/Filter", "TaintToleration/Score"} {
+			ns := values(rounds, "AllPluginsOverhead", w, nsPerCall(k))
+			if len(ns) == 0 {
+				continue
+			}
+			if !isBerth(strings.Split(k, "/")[0]) {
+				fmt.Fprintf(b, "| upstream's %s, same runs (for scale) | %s | %s ns | reference |\n", k, w, iqrCell(ns, "%.0f"))
+				continue
+			}
+			status := "**missed**"
+			if median(ns) <= 100 {
+				status = "**met**"
+			}
+			fmt.Fprintf(b, "| #28: %s ≤ 100 ns CPU per call (AllPluginsOverhead) | %s | %s ns | %s |\n", k, w, iqrCell(ns, "%.0f"), status)
 		}
 	}
 	fmt.Fprintln(b)

@@ -1,0 +1,242 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/google/pprof/profile"
+)
+
+// Per-call CPU (issue #28): the CPU profile's samples under a plugin's
+// Filter or Score, divided by the calls the scheduler counted
+// (scheduler_plugin_evaluation_total of the measured phase, which the
+// benchmark exposes as berth_bench_plugin_evaluations). Unlike
+// scheduler_plugin_execution_duration_seconds (wall time of about 1 % of the
+// calls), this is every call's CPU.
+
+// callBodies are the Filter and Score methods reported per call, by key.
+var callBodies = map[string]string{
+	"github.com/berth-scheduler/berth/pkg/plugins/celpolicy.(*CELPolicy).Filter":                  "CELPolicy/Filter",
+	"github.com/berth-scheduler/berth/pkg/plugins/celpolicy.(*CELPolicy).Score":                   "CELPolicy/Score",
+	"github.com/berth-scheduler/berth/pkg/plugins/loadaware.(*LoadAware).Filter":                  "LoadAware/Filter",
+	"github.com/berth-scheduler/berth/pkg/plugins/loadaware.(*LoadAware).Score":                   "LoadAware/Score",
+	"github.com/berth-scheduler/berth/pkg/plugins/admissionfeedback.(*AdmissionFeedback).Filter":  "AdmissionFeedback/Filter",
+	"github.com/berth-scheduler/berth/pkg/plugins/admissionfeedback.(*AdmissionFeedback).Score":   "AdmissionFeedback/Score",
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources.(*Fit).Filter":               "NodeResourcesFit/Filter",
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources.(*Fit).Score":                "NodeResourcesFit/Score",
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/tainttoleration.(*TaintToleration).Filter": "TaintToleration/Filter",
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/tainttoleration.(*TaintToleration).Score":  "TaintToleration/Score",
+}
+
+// The framework's loops over the plugins, and every plugin's body (any
+// plugin package's Filter or Score method): what the loops cost beyond the
+// bodies is the framework's per call.
+const (
+	runFilterPlugins = "k8s.io/kubernetes/pkg/scheduler/framework/runtime.(*frameworkImpl).RunFilterPlugins"
+	runScorePlugins  = "k8s.io/kubernetes/pkg/scheduler/framework/runtime.(*frameworkImpl).RunScorePlugins"
+
+	keyFrameworkFilter = "framework/Filter"
+	keyFrameworkScore  = "framework/Score"
+	keyBodiesFilter    = "bodies/Filter"
+	keyBodiesScore     = "bodies/Score"
+)
+
+var pluginPackages = []string{"k8s.io/kubernetes/pkg/scheduler/framework/plugins/", "github.com/berth-scheduler/berth/pkg/plugins/"}
+
+// callKeys are the per-call keys a sample counts for (each once).
+func callKeys(s *profile.Sample) []string {
+	var keys []string
+	add := func(k string) {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	for _, loc := range s.Location {
+		for _, line := range loc.Line {
+			if line.Function == nil {
+				continue
+			}
+			name := line.Function.Name
+			if k, ok := callBodies[name]; ok {
+				add(k)
+			}
+			switch {
+			case name == runFilterPlugins:
+				add(keyFrameworkFilter)
+			case name == runScorePlugins:
+				add(keyFrameworkScore)
+			case hasPrefix(name, pluginPackages) && strings.HasSuffix(name, ").Filter"):
+				add(keyBodiesFilter)
+			case hasPrefix(name, pluginPackages) && strings.HasSuffix(name, ").Score"):
+				add(keyBodiesScore)
+			}
+		}
+	}
+	return keys
+}
+
+// cyclesOf is the number of scheduling attempts of the measured phase:
+// NodeResourcesFit's PreFilter runs once in every attempt of every
+// profile. 0 when the round did not count calls.
+func cyclesOf(s *sample) float64 { return s.evals["NodeResourcesFit/PreFilter"] }
+
+// nsPerCall is the CPU of key per call, in nanoseconds.
+func nsPerCall(key string) figure {
+	return func(s *sample) (float64, bool) {
+		n := s.evals[key]
+		if n == 0 || s.calls == nil {
+			return 0, false
+		}
+		return s.calls[key] * 1e9 / n, true
+	}
+}
+
+// frameworkNsPerCall is the framework's CPU per plugin call at an
+// extension point: its loop's CPU beyond the plugins' bodies, over every
+// plugin's calls there.
+func frameworkNsPerCall(point string) figure {
+	return func(s *sample) (float64, bool) {
+		var n float64
+		for k, v := range s.evals {
+			if strings.HasSuffix(k, "/"+point) {
+				n += v
+			}
+		}
+		if n == 0 || s.calls == nil {
+			return 0, false
+		}
+		return (s.calls["framework/"+point] - s.calls["bodies/"+point]) * 1e9 / n, true
+	}
+}
+
+// callsPerPod is key's calls per scheduling attempt.
+func callsPerPod(key string) figure {
+	return func(s *sample) (float64, bool) {
+		c := cyclesOf(s)
+		if c == 0 {
+			return 0, false
+		}
+		return s.evals[key] / c, true
+	}
+}
+
+func attemptsPerPod(s *sample) (float64, bool) { return s.attempts, s.attempts > 0 }
+
+// iqrCell is a median with its interquartile range.
+func iqrCell(xs []float64, format string) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	q1, m, q3 := quartiles(xs)
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", m, q1, q3)
+}
+
+// callProfiles are the profiles the per-call table reports, in order.
+var callProfiles = []string{"Default", "AllPluginsOverhead", "AllPlugins"}
+
+// writeCalls is the per-call CPU table and the calls per pod of every
+// plugin and extension point, per workload that counted calls.
+func writeCalls(b *strings.Builder, rounds []round) {
+	_, workloads := profilesAndWorkloads(rounds)
+	for _, w := range workloads {
+		if !ran(rounds, "Default", w) {
+			continue
+		}
+		var counted bool
+		for _, p := range callProfiles {
+			counted = counted || len(values(rounds, p, w, func(s *sample) (float64, bool) { return cyclesOf(s), cyclesOf(s) > 0 })) > 0
+		}
+		if !counted {
+			continue
+		}
+		fmt.Fprintf(b, "## CPU per plugin call: %s\n\n", w)
+		fmt.Fprintln(b, "Every call's CPU, not a sample of wall time: the CPU profile's samples of the measured phase under each plugin's `Filter` or `Score` method, divided by the calls the scheduler counted in that phase (`scheduler_plugin_evaluation_total`, exposed to the harness by `test/bench/evaluations_test.go`). The framework's row is its loop over the plugins (`RunFilterPlugins`, `RunScorePlugins`) beyond every plugin's body, over every plugin's calls at that extension point: what a plugin call costs before the plugin runs (the skip set, the evaluation counter, the status, the score bookkeeping). Nanoseconds per call, median over rounds (interquartile range); calls per attempt beside it. AllPluginsOverhead decides as Default does (every node passes every Berth plugin); AllPlugins decides (its GPU rule rejects 10 % of the nodes).")
+		fmt.Fprintln(b)
+		var rows strings.Builder
+		keys := make([]string, 0, len(callBodies)+2)
+		for _, k := range callBodies {
+			keys = append(keys, k)
+		}
+		sort.Slice(keys, func(i, j int) bool {
+			bi, bj := isBerth(strings.Split(keys[i], "/")[0]), isBerth(strings.Split(keys[j], "/")[0])
+			if bi != bj {
+				return bi
+			}
+			return keys[i] < keys[j]
+		})
+		for _, p := range callProfiles {
+			if !ran(rounds, p, w) {
+				continue
+			}
+			for _, k := range keys {
+				ns := values(rounds, p, w, nsPerCall(k))
+				if len(ns) == 0 {
+					continue
+				}
+				fmt.Fprintf(&rows, "| %s | %s | %s | %s |\n", p, k, iqrCell(ns, "%.0f"), iqrCell(values(rounds, p, w, callsPerPod(k)), "%.0f"))
+			}
+			for _, point := range []string{"Filter", "Score"} {
+				if ns := values(rounds, p, w, frameworkNsPerCall(point)); len(ns) > 0 {
+					fmt.Fprintf(&rows, "| %s | the framework, per plugin call at %s | %s | |\n", p, point, iqrCell(ns, "%.0f"))
+				}
+			}
+		}
+		if rows.Len() == 0 {
+			fmt.Fprintln(b, "No CPU profile in these rounds (run with `-perf-cpuprofile`).")
+		} else {
+			fmt.Fprintln(b, "| Profile | Plugin/extension point | CPU per call, ns | Calls per attempt |")
+			fmt.Fprintln(b, "| --- | --- | --- | --- |")
+			b.WriteString(rows.String())
+		}
+		fmt.Fprintln(b)
+		fmt.Fprintln(b, "Calls per scheduling attempt of every plugin and extension point in the measured phase, and attempts per scheduled pod (`scheduler_pod_scheduling_attempts`), so that nothing skipped and no retry hides in a ratio (median over rounds):")
+		fmt.Fprintln(b)
+		var ran3 []string
+		all := map[string]bool{}
+		for _, p := range callProfiles {
+			if !ran(rounds, p, w) {
+				continue
+			}
+			ran3 = append(ran3, p)
+			for _, r := range rounds {
+				if s := r[p][w]; s != nil {
+					for k := range s.evals {
+						all[k] = true
+					}
+				}
+			}
+		}
+		names := make([]string, 0, len(all))
+		for k := range all {
+			names = append(names, k)
+		}
+		sort.Slice(names, func(i, j int) bool {
+			bi, bj := isBerth(strings.Split(names[i], "/")[0]), isBerth(strings.Split(names[j], "/")[0])
+			if bi != bj {
+				return bi
+			}
+			return names[i] < names[j]
+		})
+		fmt.Fprintf(b, "| | %s |\n", strings.Join(ran3, " | "))
+		fmt.Fprintf(b, "| --- |%s\n", strings.Repeat(" --- |", len(ran3)))
+		row := func(label string, f func(p string) string) {
+			cells := make([]string, len(ran3))
+			for i, p := range ran3 {
+				cells[i] = f(p)
+			}
+			fmt.Fprintf(b, "| %s | %s |\n", label, strings.Join(cells, " | "))
+		}
+		row("attempts per scheduled pod", func(p string) string { return iqrCell(values(rounds, p, w, attemptsPerPod), "%.3f") })
+		for _, k := range names {
+			row(k, func(p string) string {
+				if v := values(rounds, p, w, callsPerPod(k)); len(v) > 0 && median(v) > 0 {
+					return num(median(v))
+				}
+				return "—"
+			})
+		}
+		fmt.Fprintln(b)
+	}
+}
