@@ -63,9 +63,11 @@ func callKeys(s *profile.Sample) []string {
 				add(k)
 			}
 			switch {
-			case name == runFilterPlugins:
+			// The loops and their closures (Score runs per node in
+			// RunScorePlugins.func2 on the parallelizer's workers).
+			case name == runFilterPlugins || strings.HasPrefix(name, runFilterPlugins+".func"):
 				add(keyFrameworkFilter)
-			case name == runScorePlugins:
+			case name == runScorePlugins || strings.HasPrefix(name, runScorePlugins+".func"):
 				add(keyFrameworkScore)
 			case hasPrefix(name, pluginPackages) && strings.HasSuffix(name, ").Filter"):
 				add(keyBodiesFilter)

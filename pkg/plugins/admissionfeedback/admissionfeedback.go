@@ -30,6 +30,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/internal/cyclestate"
 	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/perclient"
 )
@@ -39,6 +40,7 @@ const (
 	Name = "AdmissionFeedback"
 
 	preFilterStateKey = "PreFilter" + Name
+	preScoreStateKey  = "PreScore" + Name
 
 	// ReasonNodeRefusedSibling is the event on a pod for which a node was
 	// skipped because it refused a pod of the same controller.
@@ -62,6 +64,10 @@ const (
 type AdmissionFeedback struct {
 	fh     fwk.Handle
 	shared *shared
+	// preFilter, preScore: the states last written, read by Filter and
+	// Score without the CycleState's map (cyclestate).
+	preFilter cyclestate.Last[*preFilterState]
+	preScore  cyclestate.Last[*preScoreState]
 }
 
 var (
@@ -431,9 +437,43 @@ func exempt(pod *v1.Pod) (controller, bool) {
 	return c, !ok
 }
 
-// preFilterState maps each node avoided for the pod to the reason.
+// preFilterState holds each node avoided for the pod and the reason: a
+// short list compared by name (Filter runs for every node: a few string
+// comparisons cost less than hashing the node's name), a map beyond
+// smallSet nodes.
 type preFilterState struct {
-	avoided map[string]string
+	avoided []avoidedNode
+	byName  map[string]string
+}
+
+type avoidedNode struct{ node, msg string }
+
+// smallSet is how many names a state compares one by one.
+const smallSet = 8
+
+// reason is why node is avoided, if it is.
+func (s *preFilterState) reason(node string) (string, bool) {
+	if s.byName != nil {
+		msg, ok := s.byName[node]
+		return msg, ok
+	}
+	for i := range s.avoided {
+		if s.avoided[i].node == node {
+			return s.avoided[i].msg, true
+		}
+	}
+	return "", false
+}
+
+// add records node's reason (a later refusal on the same node replaces it).
+func (s *preFilterState) add(node, msg string) {
+	for i := range s.avoided {
+		if s.avoided[i].node == node {
+			s.avoided[i].msg = msg
+			return
+		}
+	}
+	s.avoided = append(s.avoided, avoidedNode{node: node, msg: msg})
 }
 
 // Clone: the state is not changed after PreFilter.
@@ -451,14 +491,20 @@ func (pl *AdmissionFeedback) PreFilter(ctx context.Context, state fwk.CycleState
 	if len(refusals) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	s := &preFilterState{avoided: make(map[string]string, len(refusals))}
+	s := &preFilterState{}
 	for _, r := range refusals {
 		msg := refusalMessage(r, now)
-		s.avoided[r.node] = msg
+		s.add(r.node, msg)
 		pl.shared.events.pod(pod, ctrl, r.node, msg)
 	}
+	if len(s.avoided) > smallSet {
+		s.byName = make(map[string]string, len(s.avoided))
+		for _, a := range s.avoided {
+			s.byName[a.node] = a.msg
+		}
+	}
 	klog.FromContext(ctx).V(4).Info("AdmissionFeedback: avoiding nodes that refused the controller's pods", "pod", klog.KObj(pod), "controller", ctrl.String(), "nodes", len(s.avoided))
-	state.Write(preFilterStateKey, s)
+	pl.preFilter.Write(state, preFilterStateKey, s)
 	return nil, nil
 }
 
@@ -475,41 +521,63 @@ func (pl *AdmissionFeedback) PreFilterExtensions() fwk.PreFilterExtensions { ret
 // Filter rejects the nodes PreFilter found refusing the controller's pods.
 // Preemption cannot change a refusal: UnschedulableAndUnresolvable.
 func (pl *AdmissionFeedback) Filter(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	s, err := readState(state)
+	s, err := pl.preFilter.Read(state, preFilterStateKey)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	if msg, ok := s.avoided[nodeInfo.Node().Name]; ok {
+	if msg, ok := s.reason(nodeInfo.Node().Name); ok {
 		nodesSkipped.Inc()
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	return nil
 }
 
-func readState(state fwk.CycleState) (*preFilterState, error) {
-	c, err := state.Read(preFilterStateKey)
-	if err != nil {
-		return nil, fmt.Errorf("reading %q from cycleState: %w", preFilterStateKey, err)
+// preScoreState holds the black-hole nodes as PreScore saw them: a short
+// list compared by name, the set beyond smallSet nodes.
+type preScoreState struct {
+	names []string
+	set   sets.Set[string]
+}
+
+// Clone: the state is not changed after PreScore.
+func (s *preScoreState) Clone() fwk.StateData { return s }
+
+func (s *preScoreState) has(node string) bool {
+	if s.set != nil {
+		return s.set.Has(node)
 	}
-	s, ok := c.(*preFilterState)
-	if !ok {
-		return nil, fmt.Errorf("%+v convert to admissionfeedback.preFilterState error", c)
+	for _, n := range s.names {
+		if n == node {
+			return true
+		}
 	}
-	return s, nil
+	return false
 }
 
 // PreScore skips pods AdmissionFeedback leaves alone, and every pod while
 // no node is a black hole.
-func (pl *AdmissionFeedback) PreScore(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	if _, skip := exempt(pod); skip || pl.shared.blackHoles().Len() == 0 {
+func (pl *AdmissionFeedback) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	holes := pl.shared.blackHoles()
+	if _, skip := exempt(pod); skip || holes.Len() == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
+	s := &preScoreState{}
+	if holes.Len() > smallSet {
+		s.set = holes
+	} else {
+		s.names = sets.List(holes)
+	}
+	pl.preScore.Write(state, preScoreStateKey, s)
 	return nil
 }
 
 // Score is 0 for a black-hole node, the maximum for the rest.
-func (pl *AdmissionFeedback) Score(_ context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	if pl.shared.blackHoles().Has(nodeInfo.Node().Name) {
+func (pl *AdmissionFeedback) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	s, err := pl.preScore.Read(state, preScoreStateKey)
+	if err != nil {
+		return 0, fwk.AsStatus(err)
+	}
+	if s.has(nodeInfo.Node().Name) {
 		return fwk.MinScore, nil
 	}
 	return fwk.MaxScore, nil

@@ -28,6 +28,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/internal/cyclestate"
 	"github.com/berth-scheduler/berth/internal/noderecord"
 	"github.com/berth-scheduler/berth/internal/podupdate"
 )
@@ -48,6 +49,10 @@ type CELPolicy struct {
 	// by the NodeInfo (Filter and Score's path); cache is the by-name path
 	// of the NodeInfos the records do not know (copies, no list yet).
 	records noderecord.Table[nodeState]
+	// preFilter, preScore: the states last written, read by Filter and
+	// Score without the CycleState's map (cyclestate).
+	preFilter cyclestate.Last[*preFilterState]
+	preScore  cyclestate.Last[*preScoreState]
 	// index answers the filters that only read node labels (nil: none do).
 	index    *labelIndex
 	counters []ruleCounters
@@ -360,7 +365,7 @@ func (pl *CELPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v
 	if err != nil {
 		return nil, fwk.AsStatus(err)
 	}
-	state.Write(preFilterStateKey, s)
+	pl.preFilter.Write(state, preFilterStateKey, s)
 	if s.failed != nil {
 		// A match that fails under policy Fail rejects the pod on every node.
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, s.failed.errorReason)
@@ -394,17 +399,6 @@ func (pl *CELPolicy) indexedNodes(logger klog.Logger, pod *v1.Pod, s *preFilterS
 // NodeInfo passed to Filter, which preemption already adjusts.
 func (pl *CELPolicy) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-func getPreFilterState(state fwk.CycleState) (*preFilterState, error) {
-	c, err := state.Read(preFilterStateKey)
-	if err != nil {
-		return nil, fmt.Errorf("reading %q from cycleState: %w", preFilterStateKey, err)
-	}
-	s, ok := c.(*preFilterState)
-	if !ok {
-		return nil, fmt.Errorf("%+v convert to celpolicy.preFilterState error", c)
-	}
-	return s, nil
-}
 
 // nodeStateFor returns the node's cached state, building it when the
 // NodeInfo's generation has moved. Expressions that do not read the pod are
@@ -534,7 +528,7 @@ func (pl *CELPolicy) rejection(r *compiledRule, o outcome) *fwk.Status {
 // policy Fail). Outcomes of filters that do not read the pod come from the
 // node cache; only pod-reading filters are evaluated here.
 func (pl *CELPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	s, err := getPreFilterState(state)
+	s, err := pl.preFilter.Read(state, preFilterStateKey)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
@@ -572,7 +566,7 @@ func (s *preScoreState) Clone() fwk.StateData { return s }
 
 // PreScore keeps the matched rules that score; a pod without any is skipped.
 func (pl *CELPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	s, err := getPreFilterState(state)
+	s, err := pl.preFilter.Read(state, preFilterStateKey)
 	if err != nil {
 		// CELPolicy may be enabled for scoring only; match the pod here then.
 		if s, err = pl.matchPod(klog.FromContext(ctx), pod); err != nil {
@@ -589,7 +583,7 @@ func (pl *CELPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 	if len(ps.scored) == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(preScoreStateKey, ps)
+	pl.preScore.Write(state, preScoreStateKey, ps)
 	return nil
 }
 
@@ -597,13 +591,9 @@ func (pl *CELPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 // fails under policy Fail scores 0 on that node; under Ignore it is left out
 // of that node's average.
 func (pl *CELPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	c, err := state.Read(preScoreStateKey)
+	s, err := pl.preScore.Read(state, preScoreStateKey)
 	if err != nil {
-		return 0, fwk.AsStatus(fmt.Errorf("reading %q from cycleState: %w", preScoreStateKey, err))
-	}
-	s, ok := c.(*preScoreState)
-	if !ok {
-		return 0, fwk.AsStatus(fmt.Errorf("%+v convert to celpolicy.preScoreState error", c))
+		return 0, fwk.AsStatus(err)
 	}
 	ns := pl.nodeStateFor(ctx, nodeInfo)
 	var sum float64

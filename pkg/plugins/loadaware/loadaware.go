@@ -25,6 +25,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/internal/cyclestate"
 	"github.com/berth-scheduler/berth/internal/noderecord"
 )
 
@@ -56,6 +57,9 @@ type LoadAware struct {
 	// path; a NodeInfo the records do not know reads the source and the
 	// tracker by name).
 	records    noderecord.Table[nodeRecord]
+	// preFilter, preScore: the states last written, read by Filter and
+	// Score without the CycleState's map (cyclestate).
+	preFilter, preScore cyclestate.Last[*podState]
 	expiration time.Duration
 	now        func() time.Time
 
@@ -238,7 +242,7 @@ func (pl *LoadAware) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.
 	if isDaemonSetPod(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(preFilterStateKey, &podState{est: pl.estimateOf(pod), now: pl.now()})
+	pl.preFilter.Write(state, preFilterStateKey, &podState{est: pl.estimateOf(pod), now: pl.now()})
 	return nil, nil
 }
 
@@ -246,17 +250,6 @@ func (pl *LoadAware) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.
 // removes pods in a simulation.
 func (pl *LoadAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-func readState(state fwk.CycleState, key fwk.StateKey) (*podState, error) {
-	c, err := state.Read(key)
-	if err != nil {
-		return nil, fmt.Errorf("reading %q from cycleState: %w", key, err)
-	}
-	s, ok := c.(*podState)
-	if !ok {
-		return nil, fmt.Errorf("%+v convert to loadaware.podState error", c)
-	}
-	return s, nil
-}
 
 // sampleState says what Filter and Score may do with a node's sample.
 type sampleState int
@@ -374,7 +367,7 @@ func overThreshold(used, alloc, percent int64) bool {
 // Filter rejects a node whose measured usage, plus the pods placed on it
 // since the sample, plus this pod, would exceed a threshold.
 func (pl *LoadAware) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	s, err := readState(state, preFilterStateKey)
+	s, err := pl.preFilter.Read(state, preFilterStateKey)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
@@ -425,11 +418,11 @@ func (pl *LoadAware) rememberRejected(pod *v1.Pod) {
 // PreScore computes the estimate when PreFilter did not (DaemonSet pods, or
 // LoadAware enabled for scoring only).
 func (pl *LoadAware) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	s, err := readState(state, preFilterStateKey)
+	s, err := pl.preFilter.Read(state, preFilterStateKey)
 	if err != nil {
 		s = &podState{est: pl.estimateOf(pod), now: pl.now()}
 	}
-	state.Write(preScoreStateKey, s)
+	pl.preScore.Write(state, preScoreStateKey, s)
 	return nil
 }
 
@@ -437,7 +430,7 @@ func (pl *LoadAware) PreScore(_ context.Context, state fwk.CycleState, pod *v1.P
 // (1 - estimated/allocatable) * 100. Without a fresh sample it falls back to
 // the scheduler's requested resources, as NodeResourcesFit sees them.
 func (pl *LoadAware) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	s, err := readState(state, preScoreStateKey)
+	s, err := pl.preScore.Read(state, preScoreStateKey)
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
@@ -483,7 +476,7 @@ func (pl *LoadAware) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // Reserve counts the pod's estimate on the node until a newer sample includes it.
 func (pl *LoadAware) Reserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	est := pl.estimateOf(pod)
-	if s, err := readState(state, preFilterStateKey); err == nil {
+	if s, err := pl.preFilter.Read(state, preFilterStateKey); err == nil {
 		est = s.est
 	}
 	pl.tracker.add(pod.UID, assignedPod{node: nodeName, est: est, at: pl.now()})
