@@ -399,7 +399,6 @@ func (pl *CELPolicy) indexedNodes(logger klog.Logger, pod *v1.Pod, s *preFilterS
 // NodeInfo passed to Filter, which preemption already adjusts.
 func (pl *CELPolicy) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-
 // nodeStateFor returns the node's cached state, building it when the
 // NodeInfo's generation has moved. Expressions that do not read the pod are
 // evaluated here, once per node generation for all pods.

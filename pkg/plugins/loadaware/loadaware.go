@@ -56,12 +56,12 @@ type LoadAware struct {
 	// the estimates of the pods placed on it since (Filter and Score's
 	// path; a NodeInfo the records do not know reads the source and the
 	// tracker by name).
-	records    noderecord.Table[nodeRecord]
+	records noderecord.Table[nodeRecord]
 	// preFilter, preScore: the states last written, read by Filter and
 	// Score without the CycleState's map (cyclestate).
 	preFilter, preScore cyclestate.Last[*podState]
-	expiration time.Duration
-	now        func() time.Time
+	expiration          time.Duration
+	now                 func() time.Time
 
 	// thresholds and weights per resource (0 = off).
 	cpuThreshold, memThreshold int64
@@ -249,7 +249,6 @@ func (pl *LoadAware) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.
 // PreFilterExtensions returns nil: usage does not change when preemption
 // removes pods in a simulation.
 func (pl *LoadAware) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
-
 
 // sampleState says what Filter and Score may do with a node's sample.
 type sampleState int
