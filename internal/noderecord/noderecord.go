@@ -17,9 +17,12 @@
 // an array in list order (8 bytes per node).
 //
 // A NodeInfo that is not in the list the table was built from — a copy the
-// framework makes for nominated pods or a preemption dry run, a PodGroup
-// cycle's mutable snapshot, a NodeInfo in a unit test — is not found, and
-// the plugin takes its by-name path. A record must say what it was built
+// framework makes for nominated pods or a preemption dry run, a NodeInfo in
+// a unit test — is not found, and the plugin takes its by-name path. A
+// PodGroup cycle assumes its members into the snapshot's own NodeInfos and
+// keeps their generation (Snapshot.AssumePod): plugins do not Sync in such
+// a cycle, and one whose records depend on a NodeInfo's pods must not trust
+// them there. A record must say what it was built
 // from (the Node object, the NodeInfo generation, a source's version), and
 // the plugin checks that on every read: the table only finds it.
 package noderecord

@@ -20,14 +20,14 @@ import (
 //
 // The measured phase starts at the harness's first gathering of the
 // metrics, after it reset them (legacyregistry.Reset after each test case),
-// at which the scheduler has made calls: the metrics collector gathers when
-// the measured pods' creation starts, after the workload's first pods were
-// scheduled, and the only gathering before it is the last test case's
-// collectors stopping, after the reset and before this test case's
-// scheduler made a call. The counts then are the baseline. A counter of
-// this file's own, which the reset zeroes, tells the first such gathering
-// of a test case from the later ones. (A workload without pods before the
-// measured ones would lose the calls of the measured phase's first second.)
+// at which the scheduler's counters exist (its framework creates every
+// plugin's series, at zero, when it starts): the metrics collector gathers
+// when the measured pods' creation starts, and the only gathering before it
+// comes from the last test case's collectors stopping, after the reset
+// deleted every series and before this test case's scheduler started. The
+// counts then are the baseline (zero in a workload without pods before the
+// measured ones). A counter of this file's own, which the reset zeroes,
+// tells the first such gathering of a test case from the later ones.
 const evaluationsMetric = "berth_bench_plugin_evaluations"
 
 type evaluationsCollector struct {
@@ -56,8 +56,8 @@ func (c *evaluationsCollector) Collect(ch chan<- prometheus.Metric) {
 	defer c.mu.Unlock()
 	if v, err := testutil.GetCounterMetricValue(c.phase); err == nil && v == 0 {
 		if len(now) == 0 {
-			// A gathering between the reset and this test case's first
-			// cycle (the last test case's collectors stopping).
+			// No series: a gathering between the reset and this test
+			// case's scheduler (the last test case's collectors stopping).
 			return
 		}
 		c.baseline = now

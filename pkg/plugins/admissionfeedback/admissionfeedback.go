@@ -573,11 +573,16 @@ func (pl *AdmissionFeedback) PreScore(_ context.Context, state fwk.CycleState, p
 
 // Score is 0 for a black-hole node, the maximum for the rest.
 func (pl *AdmissionFeedback) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	name := nodeInfo.Node().Name
 	s, err := pl.preScore.Read(state, preScoreStateKey)
 	if err != nil {
-		return 0, fwk.AsStatus(err)
+		// Enabled for Score without PreScore: the black holes now.
+		if pl.shared.blackHoles().Has(name) {
+			return fwk.MinScore, nil
+		}
+		return fwk.MaxScore, nil
 	}
-	if s.has(nodeInfo.Node().Name) {
+	if s.has(name) {
 		return fwk.MinScore, nil
 	}
 	return fwk.MaxScore, nil

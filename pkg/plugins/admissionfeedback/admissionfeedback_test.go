@@ -427,6 +427,14 @@ func TestBlackHoleScoresLowestForEveryPod(t *testing.T) {
 	if v, w := score(pending("d-1", "d"), "bh"), score(pending("d-1", "d"), "ok"); v != fwk.MinScore || w != fwk.MaxScore {
 		t.Errorf("scores bh %d, ok %d: want %d and %d", v, w, fwk.MinScore, fwk.MaxScore)
 	}
+	// Enabled under score alone (no PreScore ran): the same scores.
+	for n, want := range map[string]int64{"bh": fwk.MinScore, "ok": fwk.MaxScore} {
+		ni := framework.NewNodeInfo()
+		ni.SetNode(node(n))
+		if v, s := e.pl.Score(e.ctx, framework.NewCycleState(), pending("d-1", "d"), ni); !s.IsSuccess() || v != want {
+			t.Errorf("Score without PreScore on %s: %d, %v; want %d", n, v, s, want)
+		}
+	}
 	// A pod of another controller may still go there: not a filter.
 	if _, skipped := e.avoided(pending("d-1", "d"), "bh"); !skipped {
 		t.Error("a black hole filtered a pod of a controller it never refused")

@@ -148,7 +148,7 @@ func BenchmarkNodeStateRebuild(b *testing.B) {
 	for b.Loop() {
 		ni := nis[i%benchNodes]
 		pl.cache.remove(ni.Node().Name)
-		pl.nodeStateFor(ctx, ni)
+		pl.nodeStateFor(ctx, framework.NewCycleState(), ni)
 		i++
 	}
 }

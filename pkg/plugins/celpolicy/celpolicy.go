@@ -360,7 +360,10 @@ func (pl *CELPolicy) readsPod(s *preFilterState) bool {
 // for the cycle's snapshot: the PreFilterResult names exactly the nodes
 // whose labels can pass, so no plugin filters or scores the others.
 func (pl *CELPolicy) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	pl.records.Sync(nodes)
+	if !state.IsPodGroupSchedulingCycle() {
+		// A PodGroup cycle filters a snapshot it changes (see nodeStateFor).
+		pl.records.Sync(nodes)
+	}
 	s, err := pl.matchPodOnce(klog.FromContext(ctx), pod)
 	if err != nil {
 		return nil, fwk.AsStatus(err)
@@ -402,8 +405,16 @@ func (pl *CELPolicy) PreFilterExtensions() fwk.PreFilterExtensions { return nil 
 // nodeStateFor returns the node's cached state, building it when the
 // NodeInfo's generation has moved. Expressions that do not read the pod are
 // evaluated here, once per node generation for all pods.
-func (pl *CELPolicy) nodeStateFor(ctx context.Context, ni fwk.NodeInfo) *nodeState {
+func (pl *CELPolicy) nodeStateFor(ctx context.Context, state fwk.CycleState, ni fwk.NodeInfo) *nodeState {
 	node := ni.Node()
+	if pl.needNodeInfo && state.IsPodGroupSchedulingCycle() {
+		// A PodGroup cycle assumes its members into the snapshot's NodeInfos
+		// and keeps their generation (Snapshot.AssumePod), then forgets them
+		// the same way: a state keyed by generation would be stale both
+		// during the cycle and after it. Rules that read nodeInfo are
+		// evaluated afresh in such a cycle, and the result is kept nowhere.
+		return pl.buildNodeState(ctx, ni)
+	}
 	if slot := pl.records.Slot(ni); slot != nil {
 		// One of the snapshot's own NodeInfos: its record, or a new one.
 		if s := slot.Load(); s != nil && pl.valid(s, ni.GetGeneration(), node) {
@@ -531,7 +542,7 @@ func (pl *CELPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
-	ns := pl.nodeStateFor(ctx, nodeInfo)
+	ns := pl.nodeStateFor(ctx, state, nodeInfo)
 	for _, i := range s.matched {
 		r := pl.rules[i]
 		if r.filter == nil {
@@ -594,7 +605,7 @@ func (pl *CELPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	ns := pl.nodeStateFor(ctx, nodeInfo)
+	ns := pl.nodeStateFor(ctx, state, nodeInfo)
 	var sum float64
 	weight := s.totalWeight
 	for _, i := range s.scored {
@@ -649,8 +660,10 @@ func (pl *CELPolicy) SignPod(ctx context.Context, pod *v1.Pod) ([]fwk.SignFragme
 // EventsToRegister returns the events that can make a rejected pod
 // schedulable: a node added or changed (labels, taints, allocatable, anything
 // a rule may read), the pod itself changed (a rule's match or a pod-reading
-// filter may now let it through), and an assigned pod removed when a rule
-// reads nodeInfo.
+// filter may now let it through), and an assigned pod removed or scaled
+// down when a rule reads nodeInfo (named first under filter, CELPolicy may be
+// the only plugin a full node's status names, so it must requeue on what
+// frees room).
 func (pl *CELPolicy) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	events := []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint | fwk.UpdateNodeAllocatable | fwk.UpdateNodeAnnotation | fwk.UpdateNodeCondition}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
@@ -658,7 +671,7 @@ func (pl *CELPolicy) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWith
 	}
 	if pl.needNodeInfo {
 		events = append(events, fwk.ClusterEventWithHint{
-			Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: pl.isSchedulableAfterPodDeleted,
+			Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete | fwk.UpdatePodScaleDown}, QueueingHintFn: pl.isSchedulableAfterPodDeleted,
 		})
 	}
 	return events, nil
@@ -782,7 +795,8 @@ func (pl *CELPolicy) nodeValsFor(oldNode, newNode *v1.Node) (ref.Val, ref.Val, e
 }
 
 // isSchedulableAfterPodDeleted requeues the pod when a matched filter reads
-// nodeInfo, whose requested/free/podCount the deletion changes.
+// nodeInfo, whose requested/free/podCount the deletion (or a scale-down)
+// changes.
 func (pl *CELPolicy) isSchedulableAfterPodDeleted(logger klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
 	if _, _, err := schedutil.As[*v1.Pod](oldObj, nil); err != nil {
 		return fwk.Queue, err

@@ -238,7 +238,11 @@ func (s *podState) Clone() fwk.StateData { return s }
 // PreFilter computes the pod's estimate once. DaemonSet pods are exempt from
 // the usage filter: they must run on every node, hot or not.
 func (pl *LoadAware) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	pl.records.Sync(nodes)
+	if !state.IsPodGroupSchedulingCycle() {
+		// A PodGroup cycle's snapshot is one it changes and puts back: the
+		// table keeps following the scheduler's own list.
+		pl.records.Sync(nodes)
+	}
 	if isDaemonSetPod(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
