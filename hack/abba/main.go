@@ -34,6 +34,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 )
@@ -133,7 +135,19 @@ func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string
 	}); err != nil {
 		return result{}, err
 	}
-	w, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	// Watch from the list's resourceVersion (the pods all unbound) with a
+	// watcher that resumes when the server closes the watch: a plain watch
+	// first replays every pod, and the server may close a watch whose
+	// client falls behind.
+	list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return result{}, err
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.CoreV1().Pods(ns).Watch(ctx, o)
+		},
+	})
 	if err != nil {
 		return result{}, err
 	}
