@@ -110,7 +110,7 @@ func runRecordTrial(t *testing.T, rules []config.CELPolicyRule, seed uint64) {
 		stateR, stateN := framework.NewCycleState(), framework.NewCycleState()
 		_, sR := withRecords.PreFilter(ctx, stateR, pod, list)
 		_, sN := byName.PreFilter(ctx, stateN, pod, nil)
-		if sR.Code() != sN.Code() && !(sR.IsSuccess() && sN.IsSuccess()) {
+		if sR.Code() != sN.Code() && (!sR.IsSuccess() || !sN.IsSuccess()) {
 			// The label index may reject the pod outright where the
 			// by-name plugin rejects it node by node.
 			if sR.Code() != fwk.UnschedulableAndUnresolvable {
