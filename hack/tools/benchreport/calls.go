@@ -161,13 +161,7 @@ func writeCalls(b *strings.Builder, rounds []round) {
 		for _, k := range callBodies {
 			keys = append(keys, k)
 		}
-		sort.Slice(keys, func(i, j int) bool {
-			bi, bj := isBerth(strings.Split(keys[i], "/")[0]), isBerth(strings.Split(keys[j], "/")[0])
-			if bi != bj {
-				return bi
-			}
-			return keys[i] < keys[j]
-		})
+		sortBerthFirst(keys)
 		for _, p := range callProfiles {
 			if !ran(rounds, p, w) {
 				continue
@@ -214,13 +208,7 @@ func writeCalls(b *strings.Builder, rounds []round) {
 		for k := range all {
 			names = append(names, k)
 		}
-		sort.Slice(names, func(i, j int) bool {
-			bi, bj := isBerth(strings.Split(names[i], "/")[0]), isBerth(strings.Split(names[j], "/")[0])
-			if bi != bj {
-				return bi
-			}
-			return names[i] < names[j]
-		})
+		sortBerthFirst(names)
 		fmt.Fprintf(b, "| | %s |\n", strings.Join(ran3, " | "))
 		fmt.Fprintf(b, "| --- |%s\n", strings.Repeat(" --- |", len(ran3)))
 		row := func(label string, f func(p string) string) {
@@ -241,4 +229,15 @@ func writeCalls(b *strings.Builder, rounds []round) {
 		}
 		fmt.Fprintln(b)
 	}
+}
+
+// sortBerthFirst sorts "Plugin/point" keys, Berth's plugins first.
+func sortBerthFirst(keys []string) {
+	sort.Slice(keys, func(i, j int) bool {
+		bi, bj := isBerth(strings.Split(keys[i], "/")[0]), isBerth(strings.Split(keys[j], "/")[0])
+		if bi != bj {
+			return bi
+		}
+		return keys[i] < keys[j]
+	})
 }
