@@ -442,7 +442,7 @@ bench: envtest-bin ## Benchmark every profile on scheduler_perf, 500 nodes / 1,0
 	$(call run-bench,quick,$(BENCH_COUNT),.*)
 
 .PHONY: bench-full
-bench-full: envtest-bin bench-abba ## The ABBA comparison, then Default, AllPlugins and the GPU pair at 5,000 nodes, BENCH_FULL_COUNT rounds (7 rounds: 34 min on 2 cores; 41 min in all); write docs/benchmarks.md.
+bench-full: envtest-bin bench-abba ## The ABBA comparison, then Default, AllPlugins, AllPluginsOverhead and the GPU pair at 5,000 nodes, BENCH_FULL_COUNT rounds (7 rounds: 33 min on 2 cores; 44 min in all); write docs/benchmarks.md.
 	$(call run-bench,full,$(BENCH_FULL_COUNT),$(BENCH_FULL_CASES))
 
 .PHONY: bench-gang
