@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/kubernetes/pkg/scheduler"
@@ -240,4 +241,17 @@ func (c *Cluster) Unschedulable(t *testing.T, pods []*v1.Pod, text string) bool 
 		return false, nil
 	})
 	return err == nil
+}
+
+// Capture is a registry with factory under name that keeps the plugin it
+// builds in *into, so that a test can look at the plugin's state after the
+// cycle.
+func Capture[T fwk.Plugin](name string, factory frameworkruntime.PluginFactory, into *T) frameworkruntime.Registry {
+	return frameworkruntime.Registry{name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := factory(ctx, obj, h)
+		if err == nil {
+			*into = p.(T)
+		}
+		return p, err
+	}}
 }

@@ -1,7 +1,6 @@
 package confirmbinder
 
 import (
-	"context"
 	"maps"
 	"sync"
 	"testing"
@@ -10,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
-	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -59,13 +57,7 @@ func inFlight(g *nodeGate) map[string]int {
 func TestARevertedPodGroupCycleLeavesNothingInFlight(t *testing.T) {
 	const config = gangProfile
 	var pl *ConfirmBinder
-	reg := frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := New(ctx, obj, h)
-		if err == nil {
-			pl = p.(*ConfirmBinder)
-		}
-		return p, err
-	}}
+	reg := podgroupcycle.Capture(Name, New, &pl)
 	// Room for two of the gang's three 1-CPU members.
 	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "2", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
 	c := podgroupcycle.New(t, config, reg, n1)

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -43,13 +42,9 @@ profiles:
 	var pl *Coscheduling
 	// Its default args, given here: this package's tests build frameworks
 	// without Berth's config scheme (whose defaulting would add them again).
-	reg := frameworkruntime.Registry{Name: func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := NewWithClient(fakePGClient(podGroup("sp", 2, 0)))(ctx, defaultArgs(), h)
-		if err == nil {
-			pl = p.(*Coscheduling)
-		}
-		return p, err
-	}}
+	reg := podgroupcycle.Capture(Name, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return NewWithClient(fakePGClient(podGroup("sp", 2, 0)))(ctx, defaultArgs(), h)
+	}, &pl)
 	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
 	var objs []runtime.Object
 	objs = append(objs, n1)

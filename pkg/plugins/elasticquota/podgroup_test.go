@@ -14,9 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -183,13 +181,7 @@ profiles:
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var pl *ElasticQuota
-			reg := frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-				p, err := NewWithClient(fakeEQClient(tc.quotas...))(ctx, obj, h)
-				if err == nil {
-					pl = p.(*ElasticQuota)
-				}
-				return p, err
-			}}
+			reg := podgroupcycle.Capture(Name, NewWithClient(fakeEQClient(tc.quotas...)), &pl)
 			objs := []runtime.Object{node("n1", tc.cpu)}
 			for _, p := range tc.bound {
 				objs = append(objs, p)
@@ -239,13 +231,7 @@ profiles:
 `
 	var pl *ElasticQuota
 	quotas := []*schedv1alpha1.ElasticQuota{eq("a", rl("cpu", "2"), rl("cpu", "4")), eq("b", rl("cpu", "0"), rl("cpu", "4"))}
-	reg := frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := NewWithClient(fakeEQClient(quotas...))(ctx, obj, h)
-		if err == nil {
-			pl = p.(*ElasticQuota)
-		}
-		return p, err
-	}}
+	reg := podgroupcycle.Capture(Name, NewWithClient(fakeEQClient(quotas...)), &pl)
 	// b borrows all 3 CPUs of the node: an SP gang of two pods of priority
 	// 10, one pod of priority 0 alone (borrowers' pods go whatever their
 	// priority). The gang is reprieved first, in vain: a's two members need

@@ -8,11 +8,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	fwk "k8s.io/kube-scheduler/framework"
-	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // the plugins' args in the config scheme, as in main
@@ -54,13 +51,7 @@ profiles:
       source: NodeAnnotations
 `
 	var pl *LoadAware
-	reg := frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := New(ctx, obj, h)
-		if err == nil {
-			pl = p.(*LoadAware)
-		}
-		return p, err
-	}}
+	reg := podgroupcycle.Capture(Name, New, &pl)
 	// Room for three of the gang's four 1-CPU members; one pod bound
 	// already (its estimate is tracked, and must stay).
 	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "4", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
