@@ -417,7 +417,7 @@ func (pl *CELPolicy) nodeStateFor(ctx context.Context, state fwk.CycleState, ni 
 	}
 	if slot := pl.records.Slot(ni); slot != nil {
 		// One of the snapshot's own NodeInfos: its record, or a new one.
-		if s := slot.Load(); s != nil && pl.valid(s, ni.GetGeneration(), node) {
+		if s := slot.Load(); s != nil && pl.cache.valid(s, ni.GetGeneration(), node) {
 			return s
 		}
 		s := pl.buildNodeState(ctx, ni)
@@ -432,12 +432,6 @@ func (pl *CELPolicy) nodeStateFor(ctx context.Context, state fwk.CycleState, ni 
 		pl.cache.put(node.Name, s)
 	}
 	return s
-}
-
-// valid reports whether s is the state of a NodeInfo at generation with
-// Node object node (see nodeCache).
-func (pl *CELPolicy) valid(s *nodeState, generation int64, node *v1.Node) bool {
-	return s.generation == generation || pl.cache.byNode && s.nodeObj == node
 }
 
 // buildNodeState evaluates the expressions that do not read the pod on ni.

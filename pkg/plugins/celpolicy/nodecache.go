@@ -75,10 +75,17 @@ func newNodeCache(byNode bool) *nodeCache {
 }
 
 func (c *nodeCache) get(name string, generation int64, node *v1.Node) *nodeState {
-	if s := c.states.Load(name); s != nil && (s.generation == generation || c.byNode && s.nodeObj == node) {
+	if s := c.states.Load(name); s != nil && c.valid(s, generation, node) {
 		return s
 	}
 	return nil
+}
+
+// valid reports whether s is the state of a NodeInfo at generation with
+// Node object node: the generation is the same, or no rule reads nodeInfo
+// and the Node object is (the node records check the same).
+func (c *nodeCache) valid(s *nodeState, generation int64, node *v1.Node) bool {
+	return s.generation == generation || c.byNode && s.nodeObj == node
 }
 
 // put caches s for the node unless a newer generation is cached (parallel
