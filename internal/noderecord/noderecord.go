@@ -12,9 +12,14 @@
 // copies into the existing NodeInfo), and builds a new node list only when
 // nodes are added or removed. So a plugin syncs its Table with the list in
 // PreFilter (a pointer comparison while the list is the same), and a lookup
-// is a probe of a table small enough to stay in cache (16 bytes per slot,
-// half full: 160 KiB at 5,000 nodes) and a load of the record pointer from
-// an array in list order (8 bytes per node).
+// is a probe of an open-addressed table (4 bytes per slot, at most a third
+// full) and a read of the node's line: 64 bytes, one cache line, in an
+// array in list order, which the framework walks in order (each of its
+// workers takes a run of nodes), so that the CPU prefetches the lines ahead
+// of the reads. A line holds what Filter and Score read, as plain words
+// under a sequence lock; beside it, each node has a record pointer, for the
+// plugin's full record and to keep alive any object whose address the line
+// holds for comparison.
 //
 // A NodeInfo that is not in the list the table was built from — a copy the
 // framework makes for nominated pods or a preemption dry run, a NodeInfo in
@@ -22,12 +27,13 @@
 // PodGroup cycle assumes its members into the snapshot's own NodeInfos and
 // keeps their generation (Snapshot.AssumePod): plugins do not Sync in such
 // a cycle, and one whose records depend on a NodeInfo's pods must not trust
-// them there. A record must say what it was built
-// from (the Node object, the NodeInfo generation, a source's version), and
-// the plugin checks that on every read: the table only finds it.
+// them there. A line and a record must say what they were built from (the
+// Node object, the NodeInfo generation, a source's version), and the plugin
+// checks that on every read: the table only finds them.
 package noderecord
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -41,12 +47,14 @@ import (
 // of a scheduler filter the same snapshot).
 type positions struct {
 	list []fwk.NodeInfo
-	// keys and idx are the open-addressed table: keys[h] is a NodeInfo of
-	// the list (nil: empty slot), idx[h] its index. The keys are real
-	// pointers, so a NodeInfo of the list cannot be freed and its address
-	// reused while the table lives.
-	keys  []*framework.NodeInfo
-	idx   []int32
+	// slots is the open-addressed table: 1 + the index of a NodeInfo of the
+	// list (0: an empty slot), at most a third full. The key is the list's
+	// own entry, which the framework has just read for the node it filters
+	// or scores (in cache): the table holds 4 bytes a slot, 64 KiB at 5,000
+	// nodes, small enough to stay in the CPU caches. A table of 16-byte
+	// {key, index} entries (256 KiB) did not: its probe was half of
+	// CELPolicy's Filter, the first plugin to probe for a node.
+	slots []int32
 	shift uint
 	// names: node name -> index, for writers that know a node by name.
 	names map[string]int32
@@ -73,27 +81,29 @@ func positionsOf(list []fwk.NodeInfo) *positions {
 
 func buildPositions(list []fwk.NodeInfo) *positions {
 	size, shift := 8, uint(64-3)
-	for size < 2*len(list) {
+	for size < 3*len(list) {
 		size, shift = size*2, shift-1
 	}
-	p := &positions{list: list, keys: make([]*framework.NodeInfo, size), idx: make([]int32, size), shift: shift, names: make(map[string]int32, len(list))}
+	p := &positions{list: list, slots: make([]int32, size), shift: shift, names: make(map[string]int32, len(list))}
 	for i, ni := range list {
 		k, ok := ni.(*framework.NodeInfo)
 		if !ok || k == nil || k.Node() == nil {
 			continue
 		}
 		h := p.hash(k)
-		for p.keys[h] != nil {
+		for p.slots[h] != 0 {
 			h = (h + 1) & uint64(size-1)
 		}
-		p.keys[h], p.idx[h] = k, int32(i)
+		p.slots[h] = int32(i + 1)
 		p.names[k.Node().Name] = int32(i)
 	}
 	return p
 }
 
 // hash is Fibonacci hashing of the NodeInfo's address (the heap does not
-// move objects; the address is only hashed, never turned back into a pointer).
+// move objects; the address is only hashed, never turned back into a
+// pointer, and the list holds every NodeInfo the table keys, so none is
+// freed and its address reused while the table lives).
 func (p *positions) hash(k *framework.NodeInfo) uint64 {
 	return (uint64(uintptr(unsafe.Pointer(k))) * 0x9E3779B97F4A7C15) >> p.shift
 }
@@ -104,19 +114,41 @@ func (p *positions) find(ni fwk.NodeInfo) int {
 	if !ok || k == nil {
 		return -1
 	}
-	mask := uint64(len(p.keys) - 1)
+	mask := uint64(len(p.slots) - 1)
 	for h := p.hash(k); ; h = (h + 1) & mask {
-		switch p.keys[h] {
-		case k:
-			return int(p.idx[h])
-		case nil:
+		i := p.slots[h] - 1
+		if i < 0 {
 			return -1
+		}
+		if key, _ := p.list[i].(*framework.NodeInfo); key == k {
+			return int(i)
 		}
 	}
 }
 
-// Table holds one *R per node of the snapshot's list. The zero value is
-// ready to use and finds nothing until Sync.
+// Words is how many 64-bit words a node's line holds beside its sequence
+// number: with it, 64 bytes, one cache line.
+const Words = 7
+
+// Line is the part of a node's record that Filter and Score read. A line of
+// zeros is what a node has before anything is stored and after Invalidate:
+// a plugin marks the lines it stores with a non-zero word. An address kept
+// in a line (to compare an object's identity) must be of an object the
+// record stored with the line holds.
+type Line [Words]uint64
+
+// line is one node's Line under a sequence lock: seq is even while the
+// words are stable and odd while a writer writes them; a reader that sees
+// the same even seq before and after reading the words has read one
+// consistent line. Every word is read and written atomically (plain loads
+// and stores on 64-bit platforms), so readers and writers do not race.
+type line struct {
+	seq atomic.Uint64
+	w   [Words]atomic.Uint64
+}
+
+// Table holds one line and one *R per node of the snapshot's list. The
+// zero value is ready to use and finds nothing until Sync.
 type Table[R any] struct {
 	cur atomic.Pointer[generation[R]]
 	// mu serialises Sync with Invalidate; readers take no lock.
@@ -124,14 +156,15 @@ type Table[R any] struct {
 }
 
 type generation[R any] struct {
-	pos  *positions
-	recs []atomic.Pointer[R]
+	pos   *positions
+	lines []line // the allocator aligns an array this large to a page: one line per cache line
+	recs  []atomic.Pointer[R]
 }
 
 // Sync makes the table follow the snapshot list nodes (the list PreFilter
 // is given). While the list is the same this is two pointer comparisons;
-// on a new list the records of nodes still present are kept (their
-// validity is the plugin's to check, as always).
+// on a new list the lines and records of nodes still present are kept
+// (their validity is the plugin's to check, as always).
 func (t *Table[R]) Sync(nodes []fwk.NodeInfo) {
 	if len(nodes) == 0 {
 		return
@@ -146,45 +179,126 @@ func (t *Table[R]) Sync(nodes []fwk.NodeInfo) {
 	if old != nil && old.pos == pos {
 		return
 	}
-	g := &generation[R]{pos: pos, recs: make([]atomic.Pointer[R], len(nodes))}
+	g := &generation[R]{pos: pos, lines: make([]line, len(nodes)), recs: make([]atomic.Pointer[R], len(nodes))}
 	if old != nil {
 		for name, i := range pos.names {
-			if j, ok := old.pos.names[name]; ok {
-				g.recs[i].Store(old.recs[j].Load())
+			j, ok := old.pos.names[name]
+			if !ok {
+				continue
+			}
+			// A line being written is left out (zeros, no record): the
+			// plugin builds it again.
+			if rec, l, ok := (Ref[R]{g: old, i: int(j)}).readBoth(); ok {
+				g.recs[i].Store(rec)
+				for k, w := range l {
+					g.lines[i].w[k].Store(w)
+				}
 			}
 		}
 	}
 	t.cur.Store(g)
 }
 
-// Slot returns ni's record slot, or nil when ni is not a NodeInfo of the
-// list last synced (a copy, or no list yet). The slot's record may be nil
-// or stale: the caller validates it, and may replace it (CompareAndSwap
-// against the record it validated, so that an Invalidate in between wins).
-func (t *Table[R]) Slot(ni fwk.NodeInfo) *atomic.Pointer[R] {
+// Ref is a node's place in the generation of the table that Find saw.
+type Ref[R any] struct {
+	g *generation[R]
+	i int
+}
+
+// Find returns ni's place, or false when ni is not a NodeInfo of the list
+// last synced (a copy, or no list yet).
+func (t *Table[R]) Find(ni fwk.NodeInfo) (Ref[R], bool) {
 	g := t.cur.Load()
 	if g == nil {
-		return nil
+		return Ref[R]{}, false
 	}
 	i := g.pos.find(ni)
 	if i < 0 {
-		return nil
+		return Ref[R]{}, false
 	}
-	return &g.recs[i]
+	return Ref[R]{g: g, i: i}, true
 }
 
-// Invalidate replaces the named node's record with tombstone, a record the
-// caller's validation rejects; it must be a new object on every call, so
-// that a reader's CompareAndSwap of a record built before the change fails.
-func (t *Table[R]) Invalidate(name string, tombstone *R) {
+// Read returns the node's line and the version it was read at (for Store).
+// ok is false while a writer is writing the line: the caller then takes
+// the path that does not read it.
+func (r Ref[R]) Read() (l Line, version uint64, ok bool) {
+	ln := &r.g.lines[r.i]
+	version = ln.seq.Load()
+	if version&1 != 0 {
+		return Line{}, version, false
+	}
+	for k := range l {
+		l[k] = ln.w[k].Load()
+	}
+	if ln.seq.Load() != version {
+		return Line{}, version, false
+	}
+	return l, version, true
+}
+
+// readBoth reads the record and the line stored together, or false while
+// they are being written (the line may hold an address only its own record
+// keeps alive: the two are never taken from different Stores).
+func (r Ref[R]) readBoth() (*R, Line, bool) {
+	ln := &r.g.lines[r.i]
+	v := ln.seq.Load()
+	if v&1 != 0 {
+		return nil, Line{}, false
+	}
+	rec := r.g.recs[r.i].Load()
+	var l Line
+	for k := range l {
+		l[k] = ln.w[k].Load()
+	}
+	return rec, l, ln.seq.Load() == v
+}
+
+// Record is the record last stored with the node's line (nil: none). It
+// may be stale: the caller validates it.
+func (r Ref[R]) Record() *R { return r.g.recs[r.i].Load() }
+
+// Store replaces the node's record and line, unless either was written
+// since Read returned version: then it stores nothing and returns false
+// (a record built before an Invalidate never replaces what it cleared).
+func (r Ref[R]) Store(version uint64, rec *R, l Line) bool {
+	ln := &r.g.lines[r.i]
+	if version&1 != 0 || !ln.seq.CompareAndSwap(version, version+1) {
+		return false
+	}
+	r.g.recs[r.i].Store(rec)
+	for k, w := range l {
+		ln.w[k].Store(w)
+	}
+	ln.seq.Store(version + 2)
+	return true
+}
+
+// Invalidate clears the named node's line and record: the next read
+// builds them again, and a Store of anything built before this call fails.
+func (t *Table[R]) Invalidate(name string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	g := t.cur.Load()
 	if g == nil {
 		return
 	}
-	if i, ok := g.pos.names[name]; ok {
-		g.recs[i].Store(tombstone)
+	i, ok := g.pos.names[name]
+	if !ok {
+		return
+	}
+	ln := &g.lines[i]
+	for {
+		v := ln.seq.Load()
+		if v&1 == 0 && ln.seq.CompareAndSwap(v, v+1) {
+			g.recs[i].Store(nil)
+			for k := range ln.w {
+				ln.w[k].Store(0)
+			}
+			ln.seq.Store(v + 2)
+			return
+		}
+		runtime.Gosched() // a Store is writing the line: a few stores long
 	}
 }
 

@@ -276,6 +276,9 @@ type preFilterState struct {
 	matched []int
 	// filters says whether a matched rule has a filter.
 	filters bool
+	// lineFilters: every matched rule's filter is in a node's line (see
+	// nodeline.go), so Filter reads nothing else of the node.
+	lineFilters bool
 	// indexed are the matched rules whose filter the label index answers.
 	indexed []*compiledRule
 	// failed is the first rule whose match failed under policy Fail:
@@ -292,7 +295,7 @@ func (pl *CELPolicy) matchPod(logger klog.Logger, pod *v1.Pod) (*preFilterState,
 	if err != nil {
 		return nil, err
 	}
-	s := &preFilterState{pod: podVal}
+	s := &preFilterState{pod: podVal, lineFilters: true}
 	act := &activation{pod: podVal}
 	for i, r := range pl.rules {
 		if r.match != nil {
@@ -315,6 +318,7 @@ func (pl *CELPolicy) matchPod(logger klog.Logger, pod *v1.Pod) (*preFilterState,
 		}
 		s.matched = append(s.matched, i)
 		s.filters = s.filters || r.filter != nil
+		s.lineFilters = s.lineFilters && (r.filter == nil || filterInLine(i, r))
 		if r.query != nil {
 			s.indexed = append(s.indexed, r)
 		}
@@ -415,13 +419,14 @@ func (pl *CELPolicy) nodeStateFor(ctx context.Context, state fwk.CycleState, ni 
 		// evaluated afresh in such a cycle, and the result is kept nowhere.
 		return pl.buildNodeState(ctx, ni)
 	}
-	if slot := pl.records.Slot(ni); slot != nil {
+	if ref, ok := pl.records.Find(ni); ok {
 		// One of the snapshot's own NodeInfos: its record, or a new one.
-		if s := slot.Load(); s != nil && pl.cache.valid(s, ni.GetGeneration(), node) {
+		_, version, _ := ref.Read()
+		if s := ref.Record(); s != nil && pl.cache.valid(s, ni.GetGeneration(), node) {
 			return s
 		}
 		s := pl.buildNodeState(ctx, ni)
-		slot.Store(s)
+		ref.Store(version, s, pl.lineOf(s))
 		return s
 	}
 	if s := pl.cache.get(node.Name, ni.GetGeneration(), node); s != nil {
@@ -536,6 +541,18 @@ func (pl *CELPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
+	if s.lineFilters {
+		if l, ok := pl.lineFor(ctx, state, nodeInfo); ok {
+			for _, i := range s.matched {
+				if r := pl.rules[i]; r.filter != nil {
+					if o := l.filter(i); o == outcomeReject || o == outcomeError {
+						return pl.rejectNode(ctx, pod, nodeInfo, r, o)
+					}
+				}
+			}
+			return nil
+		}
+	}
 	ns := pl.nodeStateFor(ctx, state, nodeInfo)
 	for _, i := range s.matched {
 		r := pl.rules[i]
@@ -550,13 +567,18 @@ func (pl *CELPolicy) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 			o = pl.filterOutcome(ctx, i, ok, err, nodeInfo.Node())
 		}
 		if o == outcomeReject || o == outcomeError {
-			if logger := klog.FromContext(ctx); logger.V(5).Enabled() {
-				logger.V(5).Info("Node rejected by CELPolicy rule", "pod", klog.KObj(pod), "node", klog.KObj(nodeInfo.Node()), "rule", r.name)
-			}
-			return pl.rejection(r, o)
+			return pl.rejectNode(ctx, pod, nodeInfo, r, o)
 		}
 	}
 	return nil
+}
+
+// rejectNode logs and returns rule r's rejection of the node.
+func (pl *CELPolicy) rejectNode(ctx context.Context, pod *v1.Pod, nodeInfo fwk.NodeInfo, r *compiledRule, o outcome) *fwk.Status {
+	if logger := klog.FromContext(ctx); logger.V(5).Enabled() {
+		logger.V(5).Info("Node rejected by CELPolicy rule", "pod", klog.KObj(pod), "node", klog.KObj(nodeInfo.Node()), "rule", r.name)
+	}
+	return pl.rejection(r, o)
 }
 
 // preScoreState holds the matched rules that have a score.
@@ -564,6 +586,8 @@ type preScoreState struct {
 	pod         ref.Val
 	scored      []int
 	totalWeight int64
+	// lineScores: every scored rule's score is in a node's line.
+	lineScores bool
 }
 
 func (s *preScoreState) Clone() fwk.StateData { return s }
@@ -577,11 +601,12 @@ func (pl *CELPolicy) PreScore(ctx context.Context, state fwk.CycleState, pod *v1
 			return fwk.AsStatus(err)
 		}
 	}
-	ps := &preScoreState{pod: s.pod}
+	ps := &preScoreState{pod: s.pod, lineScores: true}
 	for _, i := range s.matched {
 		if r := pl.rules[i]; r.score != nil {
 			ps.scored = append(ps.scored, i)
 			ps.totalWeight += r.weight
+			ps.lineScores = ps.lineScores && scoreInLine(i, r)
 		}
 	}
 	if len(ps.scored) == 0 {
@@ -599,9 +624,25 @@ func (pl *CELPolicy) Score(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
-	ns := pl.nodeStateFor(ctx, state, nodeInfo)
 	var sum float64
 	weight := s.totalWeight
+	if s.lineScores {
+		if l, ok := pl.lineFor(ctx, state, nodeInfo); ok {
+			for _, i := range s.scored {
+				switch l.scoreOK(i) {
+				case outcomePass:
+					sum += l.score(i) * float64(pl.rules[i].weight)
+				case outcomeNone: // Ignore: leave the rule out for this node
+					weight -= pl.rules[i].weight
+				}
+			}
+			if weight <= 0 {
+				return 0, nil
+			}
+			return int64(math.Round(sum / float64(weight))), nil
+		}
+	}
+	ns := pl.nodeStateFor(ctx, state, nodeInfo)
 	for _, i := range s.scored {
 		r := pl.rules[i]
 		v, o := ns.score[i], ns.scoreOK[i]

@@ -35,6 +35,23 @@ func TestNodeRecordsDecideAsTheByNamePath(t *testing.T) {
 			{Name: "headroom", Filter: "nodeInfo.free['cpu'].isGreaterThan(quantity('500m'))", FailurePolicy: config.CELFailurePolicyIgnore},
 			{Name: "free-cpu", Score: "100.0 * nodeInfo.free['cpu'].asApproximateFloat() / nodeInfo.allocatable['cpu'].asApproximateFloat()"},
 		},
+		// Outcomes other than pass in the node lines: a filter and a score
+		// that fail (no lifecycle label) under Fail and under Ignore.
+		"errors": {
+			{Name: "spot-only-fail", Filter: "node.metadata.labels['lifecycle'] == 'spot' || nodeInfo.podCount > 2"},
+			{Name: "spot-score-ignore", Score: "node.metadata.labels['lifecycle'] == 'spot' ? 80 : 30", FailurePolicy: config.CELFailurePolicyIgnore},
+			{Name: "spot-score-fail", Score: "node.metadata.labels['lifecycle'] == 'spot' ? 60 : 40", Weight: 3},
+			{Name: "zone-filter-ignore", Filter: "node.metadata.labels['lifecycle'] != 'x'", FailurePolicy: config.CELFailurePolicyIgnore},
+		},
+		// Five scored rules: the fifth is past the line's scores, so Score
+		// reads the node state; the filters stay in the line.
+		"many-scores": {
+			{Name: "s0", Score: "node.metadata.labels['zone'] == 'a' ? 100 : 0"},
+			{Name: "s1", Score: "node.metadata.?labels.?lifecycle.orValue('') == 'spot' ? 70 : 20", Weight: 2},
+			{Name: "s2", Score: "nodeInfo.podCount * 7"},
+			{Name: "s3", Filter: "!('draining' in node.metadata.labels)", Score: "33.3"},
+			{Name: "s4", Match: "'gpu' in pod.metadata.labels", Score: "'gpu' in node.metadata.labels ? 100 : 1"},
+		},
 		// A filter and a score that read the pod, beside cached ones.
 		"pod-reading": {
 			{Name: "same-zone", Filter: "node.metadata.labels[?'zone'].orValue('') != pod.metadata.?labels.?avoid.orValue('x')"},

@@ -191,7 +191,7 @@ func newPlugin(args *config.LoadAwareArgs, h fwk.Handle) *LoadAware {
 		invalidScore:    missingMetrics.WithLabelValues("invalid", "Score"),
 		overAllocatable: badSamples.WithLabelValues(badOverAllocatable),
 	}
-	pl.tracker.changed = func(node string) { pl.records.Invalidate(node, &nodeRecord{}) }
+	pl.tracker.changed = func(node string) { pl.records.Invalidate(node) }
 	if q, ok := args.DefaultPodEstimate[v1.ResourceCPU]; ok {
 		pl.defaultEstimate.cpuMilli = q.MilliValue()
 	}
@@ -264,13 +264,13 @@ const (
 )
 
 // nodeRecord is what Filter and Score read of a node, built from the
-// source and the tracker when one of them changed and kept in the node's
-// slot of records: ~90 bytes, where the by-name path reads the source's
-// cache entry and the tracker's entry, each behind a map of strings.
+// source and the tracker when one of them changed and stored in the node's
+// place in records, with its line (nodeline.go): the by-name path reads the
+// source's cache entry and the tracker's entry, each behind a map of strings.
 type nodeRecord struct {
 	// node and version are what the record was built from: the Node object
 	// (an annotation sample is the object's) and the source's version (a
-	// MetricsAPI refresh). nil node: a tombstone (the tracker changed).
+	// MetricsAPI refresh).
 	node    *v1.Node
 	version uint64
 	smp     sample
@@ -281,18 +281,24 @@ type nodeRecord struct {
 }
 
 // nodeData returns what the node's sample says and the estimates pending on
-// top of it: from the node's record when nodeInfo is one of the snapshot's
-// (rebuilding it if stale), else from the source and the tracker by name
-// (pend is then computed only for a fresh sample, when asked: hasPend false).
+// top of it: from the node's line, or its record when the line cannot hold
+// the sample, when nodeInfo is one of the snapshot's (rebuilding both if
+// stale); else from the source and the tracker by name (pend is then
+// computed only for a fresh sample, when asked: hasPend false).
 func (pl *LoadAware) nodeData(nodeInfo fwk.NodeInfo, node *v1.Node) (smp sample, ok bool, pend estimate, hasPend bool) {
-	slot := pl.records.Slot(nodeInfo)
-	if slot == nil {
+	ref, found := pl.records.Find(nodeInfo)
+	if !found {
 		smp, ok = pl.source.sample(node)
 		return smp, ok, estimate{}, false
 	}
 	version := pl.source.version()
-	old := slot.Load()
-	if old != nil && old.node == node && old.version == version {
+	l, seq, _ := ref.Read()
+	if line := nodeLine(l); line.valid(node, version) {
+		smp, ok, pend = line.data()
+		return smp, ok, pend, true
+	}
+	if old := ref.Record(); old != nil && old.node == node && old.version == version {
+		// A sample the line cannot hold (see nodeLine).
 		return old.smp, old.ok, old.pend, true
 	}
 	r := &nodeRecord{node: node, version: version}
@@ -300,9 +306,9 @@ func (pl *LoadAware) nodeData(nodeInfo fwk.NodeInfo, node *v1.Node) (smp sample,
 	if r.ok && !r.smp.invalid {
 		r.pend = pl.tracker.pending(node.Name, r.smp.timestamp)
 	}
-	// Kept unless the tracker invalidated the slot meanwhile: then this
+	// Kept unless the tracker invalidated the node meanwhile: then this
 	// record may predate the change, and the next read builds another.
-	slot.CompareAndSwap(old, r)
+	ref.Store(seq, r, lineOf(r))
 	return r.smp, r.ok, r.pend, true
 }
 

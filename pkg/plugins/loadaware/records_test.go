@@ -59,6 +59,12 @@ func runRecordTrial(t *testing.T, srcKind string, seed uint64) {
 	byName, _ := testPlugin(t, nil, nil)
 	byName.cpuThreshold, byName.memThreshold, byName.rejectMissing = withRecords.cpuThreshold, withRecords.memThreshold, withRecords.rejectMissing
 	clock := now
+	if seed%4 == 3 {
+		// A clock with a monotonic reading, as a test's time.Now(): the
+		// MetricsAPI samples' timestamps carry it, and a node line cannot
+		// (nodeline.go), so these trials read the records behind the lines.
+		clock = time.Now()
+	}
 	for _, pl := range []*LoadAware{withRecords, byName} {
 		pl.now = func() time.Time { return clock }
 	}
@@ -77,6 +83,10 @@ func runRecordTrial(t *testing.T, srcKind string, seed uint64) {
 		s := sample{cpuMilli: int64(rng.IntN(4500)), memBytes: int64(rng.IntN(9)) << 30, timestamp: clock.Add(-time.Duration(rng.IntN(600)) * time.Second)}
 		if rng.IntN(10) == 0 {
 			s.invalid = true
+		}
+		if rng.IntN(25) == 0 {
+			// Past what a line's Unix nanoseconds hold: the record is read.
+			s.timestamp = time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)
 		}
 		return s
 	}
