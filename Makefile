@@ -264,10 +264,11 @@ test: ## Run unit (RACE=1: with the race detector, as CI does), integration and 
 # The unit tests are compiled ahead (make test-unit-build, in the
 # background of make test and .ci/run) and linked only when they run: go
 # list -export -test -deps compiles every package with tests, its test
-# files and their dependencies into the build cache exactly as go test
-# would, and links nothing; make test-unit's go test then reuses all of it,
-# links each test binary into a temporary directory of its own, runs it and
-# deletes it. Linked ahead with go test -c, the binaries took 1.1 GB here
+# files and their dependencies into the build cache with go test's flags,
+# and links nothing; make test-unit's go test then reuses all of it but
+# the generated test mains (go test compiles those with -dwarf=false, a
+# few seconds for all), links each test binary into a temporary directory
+# of its own, runs it and deletes it. Linked ahead with go test -c, the binaries took 1.1 GB here
 # (1.5 GB with -race), all on disk at once, and CI's disk ran out while
 # linking them (stop 47).
 # Only packages with tests: cmd/scheduler and pkg/registry (none) import

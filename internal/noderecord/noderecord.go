@@ -254,6 +254,10 @@ func (r Ref[R]) readBoth() (*R, Line, bool) {
 	return rec, l, ln.seq.Load() == v
 }
 
+// Version is the line's version now, for a Store of a record built without
+// reading the line (odd: a writer is writing it, and such a Store fails).
+func (r Ref[R]) Version() uint64 { return r.g.lines[r.i].seq.Load() }
+
 // Record is the record last stored with the node's line (nil: none). It
 // may be stale: the caller validates it.
 func (r Ref[R]) Record() *R { return r.g.recs[r.i].Load() }

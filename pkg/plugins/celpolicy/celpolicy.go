@@ -421,7 +421,7 @@ func (pl *CELPolicy) nodeStateFor(ctx context.Context, state fwk.CycleState, ni 
 	}
 	if ref, ok := pl.records.Find(ni); ok {
 		// One of the snapshot's own NodeInfos: its record, or a new one.
-		_, version, _ := ref.Read()
+		version := ref.Version()
 		if s := ref.Record(); s != nil && pl.cache.valid(s, ni.GetGeneration(), node) {
 			return s
 		}

@@ -34,6 +34,13 @@ const (
 	lineFirstScore  = 3
 )
 
+// The layout fits in a line (a negative constant does not convert to uint:
+// a change that overflows it does not compile).
+const (
+	_ = uint(63 - 2*lineScoreShift)                              // two outcome fields below the stored bit
+	_ = uint(noderecord.Words - lineFirstScore - lineScoreRules) // the scores within the words
+)
+
 // filterInLine reports whether the line holds rule i's filter outcome.
 func filterInLine(i int, r *compiledRule) bool {
 	return i < lineFilterRules && !r.filter.readsPod()
@@ -81,10 +88,11 @@ func (pl *CELPolicy) lineFor(ctx context.Context, state fwk.CycleState, ni fwk.N
 		pl.cache.byNode && uintptr(l[1]) == uintptr(unsafe.Pointer(node))) {
 		return nodeLine(l), true
 	}
-	s := ref.Record()
-	if s == nil || !pl.cache.valid(s, ni.GetGeneration(), node) {
-		s = pl.buildNodeState(ctx, ni)
-		ref.Store(version, s, pl.lineOf(s))
+	if s := ref.Record(); s != nil && pl.cache.valid(s, ni.GetGeneration(), node) {
+		return nodeLine(pl.lineOf(s)), true // the line was being written
 	}
-	return nodeLine(pl.lineOf(s)), true
+	s := pl.buildNodeState(ctx, ni)
+	l = pl.lineOf(s)
+	ref.Store(version, s, l)
+	return nodeLine(l), true
 }

@@ -43,6 +43,12 @@ func TestNodeRecordsDecideAsTheByNamePath(t *testing.T) {
 			{Name: "spot-score-fail", Score: "node.metadata.labels['lifecycle'] == 'spot' ? 60 : 40", Weight: 3},
 			{Name: "zone-filter-ignore", Filter: "node.metadata.labels['lifecycle'] != 'x'", FailurePolicy: config.CELFailurePolicyIgnore},
 		},
+		// The same without nodeInfo: lines checked against the Node object.
+		"errors-by-node": {
+			{Name: "spot-only-fail", Filter: "node.metadata.labels['lifecycle'] == 'spot' || 'gpu' in node.metadata.labels"},
+			{Name: "spot-score-ignore", Score: "node.metadata.labels['lifecycle'] == 'spot' ? 80 : 30", FailurePolicy: config.CELFailurePolicyIgnore},
+			{Name: "spot-score-fail", Score: "node.metadata.labels['lifecycle'] == 'spot' ? 60 : 40", Weight: 3},
+		},
 		// Five scored rules: the fifth is past the line's scores, so Score
 		// reads the node state; the filters stay in the line.
 		"many-scores": {
@@ -98,6 +104,7 @@ func runRecordTrial(t *testing.T, rules []config.CELPolicyRule, seed uint64) {
 		return w.Obj()
 	}
 	var list []fwk.NodeInfo
+	var incoming []*v1.Pod
 	next := 0
 	addNode := func() {
 		ni := framework.NewNodeInfo()
@@ -124,6 +131,14 @@ func runRecordTrial(t *testing.T, rules []config.CELPolicyRule, seed uint64) {
 			list[rng.IntN(len(list))].(*framework.NodeInfo).AddPod(newPod(fmt.Sprintf("placed-%d", step)))
 		}
 		pod := newPod(fmt.Sprintf("incoming-%d", step))
+		if len(incoming) > 0 && rng.IntN(2) == 0 {
+			// A pod seen before, at the same resourceVersion: PreFilter
+			// reuses its match results (matchPodOnce's copy of the state).
+			pod = incoming[rng.IntN(len(incoming))]
+		} else {
+			pod.ResourceVersion = "1"
+			incoming = append(incoming, pod)
+		}
 		stateR, stateN := framework.NewCycleState(), framework.NewCycleState()
 		_, sR := withRecords.PreFilter(ctx, stateR, pod, list)
 		_, sN := byName.PreFilter(ctx, stateN, pod, nil)

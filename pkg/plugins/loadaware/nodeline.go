@@ -20,9 +20,9 @@ import (
 //	word 5  the pending CPU estimate (milli), word 6 the pending memory (bytes)
 //
 // A valid sample whose timestamp Unix nanoseconds cannot hold (before 1678 or
-// after 2262), or that carries a monotonic clock reading (never one the
-// sources parse; a test's time.Now()), is not put in a line: its line
-// stays unmarked and readers use the record.
+// after 2262), or that carries a monotonic clock reading (the sources give
+// wall-clock times only, newSample included; a test's time.Now() has one),
+// is not put in a line: its line stays unmarked and readers use the record.
 type nodeLine noderecord.Line
 
 const (

@@ -61,7 +61,9 @@ func newSample(cpu, mem resource.Quantity, ts, received time.Time) sample {
 	}
 	if ts.After(received) {
 		badSamples.WithLabelValues(badFuture).Inc()
-		s.timestamp = received
+		// Wall clock only, as every parsed timestamp: received is
+		// time.Now(), whose monotonic reading a node's line cannot hold.
+		s.timestamp = received.Round(0)
 	}
 	return s
 }
