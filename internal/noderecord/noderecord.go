@@ -156,8 +156,11 @@ type Table[R any] struct {
 }
 
 type generation[R any] struct {
-	pos   *positions
-	lines []line // the allocator aligns an array this large to a page: one line per cache line
+	pos *positions
+	// lines: one per cache line. Go's allocator places an array of 64-byte
+	// elements at a multiple of 64 bytes (its size classes for such sizes
+	// are multiples of 64, and a large object starts a page).
+	lines []line
 	recs  []atomic.Pointer[R]
 }
 
