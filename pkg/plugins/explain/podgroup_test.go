@@ -174,14 +174,20 @@ profiles:
 	}
 }
 
+func init() {
+	// No leader election in these tests: write once synced. Set before any
+	// test starts (as the other plugins' tests do): a test's scheduler
+	// informers still read it while the next test starts, and writing it
+	// from a test raced with them (seen under -race in CI).
+	leadership.ElectionGrace = 0
+}
+
 // writingCluster runs config's scheduler on one node of 2 CPUs and waits
 // until Explain may write from its pod informer (its explanations of
 // pending group members): the process has synced and, with no leader
 // election in these tests, needs no grace.
 func writingCluster(t *testing.T, config string) *podgroupcycle.Cluster {
 	t.Helper()
-	// Not restored after the test: the scheduler's informers may still read it.
-	leadership.ElectionGrace = 0
 	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "2", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
 	var pl *Explain
 	c := podgroupcycle.New(t, config, frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
