@@ -8,6 +8,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's args in the config scheme, as in main
@@ -18,6 +19,20 @@ import (
 type Scheduler struct {
 	cancel context.CancelFunc
 	done   chan error
+	sched  *scheduler.Scheduler
+}
+
+// HasNodes reports whether the scheduler's cache holds every named node: a
+// spec that creates nodes and then a pod waits for it, or the pod may be
+// scheduled (and explained) before the scheduler has seen all of them.
+func (s *Scheduler) HasNodes(names ...string) bool {
+	nodes := s.sched.Cache.Dump().Nodes
+	for _, n := range names {
+		if _, ok := nodes[n]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // SetupScheduler builds a scheduler from a config file exactly as the
@@ -46,7 +61,7 @@ func StartScheduler(ctx context.Context, configFile string, overrides runtime.Re
 		cancel()
 		return nil, err
 	}
-	s := &Scheduler{cancel: cancel, done: make(chan error, 1)}
+	s := &Scheduler{cancel: cancel, done: make(chan error, 1), sched: sched}
 	go func() { s.done <- app.Run(ctx, cc, sched) }()
 	return s, nil
 }
