@@ -21,6 +21,11 @@
 // plugin's full record and to keep alive any object whose address the line
 // holds for comparison.
 //
+// The tables of one profile's plugins form a Group: a node's lines, one per
+// table, sit side by side in one block (128 bytes for two tables), so that
+// the second plugin the framework runs for a node finds its line already
+// fetched with the first's, and the group syncs once for all of them.
+//
 // A NodeInfo that is not in the list the table was built from — a copy the
 // framework makes for nominated pods or a preemption dry run, a NodeInfo in
 // a unit test — is not found, and the plugin takes its by-name path. A
@@ -33,10 +38,12 @@
 package noderecord
 
 import (
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
+	"weak"
 
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -121,8 +128,24 @@ func (p *positions) find(ni fwk.NodeInfo) int {
 			return -1
 		}
 		if key, _ := p.list[i].(*framework.NodeInfo); key == k {
+			p.touchNext(int(i))
 			return int(i)
 		}
+	}
+}
+
+// touchNext prefetches the slot of the node after i in the list, so that
+// its probe finds it in cache. The framework's workers filter the list in
+// runs of consecutive nodes, and score the feasible ones in about the same
+// order, so the next lookup is most often that node's; a slot is a random
+// place in a table the rest of a cycle evicts from the caches (the probe
+// was a third of CELPolicy's Filter).
+func (p *positions) touchNext(i int) {
+	if i+1 >= len(p.list) {
+		return
+	}
+	if k, _ := p.list[i+1].(*framework.NodeInfo); k != nil {
+		prefetch(uintptr(unsafe.Pointer(&p.slots[p.hash(k)])))
 	}
 }
 
@@ -147,92 +170,213 @@ type line struct {
 	w   [Words]atomic.Uint64
 }
 
-// Table holds one line and one *R per node of the snapshot's list. The
-// zero value is ready to use and finds nothing until Sync.
-type Table[R any] struct {
-	cur atomic.Pointer[generation[R]]
-	// mu serialises Sync with Invalidate; readers take no lock.
-	mu sync.Mutex
+// Group is the tables whose lines sit side by side: each node has one block
+// of lines, one per table of the group (a lane), in list order. The tables
+// of the plugins of one profile form a group (GroupFor), so that the
+// framework, which runs a profile's Filter (and Score) plugins one after the
+// other for a node, finds the second plugin's line in the cache line beside
+// the first's: with two lanes a node's block is 128 bytes aligned on 128,
+// the pair of cache lines the CPU's adjacent-line prefetch fetches
+// together. A group has one generation (positions, lines and records) and
+// one Sync for all its tables.
+type Group struct {
+	cur atomic.Pointer[generation]
+	// mu serialises Sync, Invalidate and joining; readers take no lock.
+	mu    sync.Mutex
+	lanes int
 }
 
-type generation[R any] struct {
+type generation struct {
 	pos *positions
-	// lines: one per cache line. Go's allocator places an array of 64-byte
-	// elements at a multiple of 64 bytes (its size classes for such sizes
-	// are multiples of 64, and a large object starts a page).
+	// stride is the lines per node: the group's lanes rounded up to a
+	// power of two, so that with two lanes or more every node's block
+	// starts at a multiple of 128 bytes (see lines).
+	stride int
+	// lines: node i's lane l at i*stride+l, one per cache line. Go's
+	// allocator places an array of 64-byte elements at a multiple of 64
+	// bytes, and one of 128-byte blocks at a multiple of 128 (the size
+	// classes it picks for such sizes, up to 32 KiB, are multiples of 128,
+	// and a larger object starts a page).
 	lines []line
-	recs  []atomic.Pointer[R]
+	// recs: the record stored with each line, a *R of the lane's Table.
+	recs []unsafe.Pointer
 }
 
-// Sync makes the table follow the snapshot list nodes (the list PreFilter
-// is given). While the list is the same this is two pointer comparisons;
-// on a new list the lines and records of nodes still present are kept
-// (their validity is the plugin's to check, as always).
-func (t *Table[R]) Sync(nodes []fwk.NodeInfo) {
+var groups struct {
+	sync.Mutex
+	// byHandle: the address of a profile's framework handle -> its group.
+	// Weak, so that a group lives as long as one of its tables (a plugin of
+	// the profile, which holds the handle: while an entry's group is alive
+	// its handle is too, and its address is not reused).
+	byHandle map[uintptr]weak.Pointer[Group]
+}
+
+// GroupFor returns the group of the profile whose framework handle is h
+// (the handle every plugin of a profile is given; each profile has its
+// own). A nil handle (unit tests) gets a group of its own.
+func GroupFor(h fwk.Handle) *Group {
+	v := reflect.ValueOf(h)
+	if h == nil || v.Kind() != reflect.Pointer || v.IsNil() {
+		return &Group{}
+	}
+	key := v.Pointer()
+	groups.Lock()
+	defer groups.Unlock()
+	if g := groups.byHandle[key].Value(); g != nil {
+		return g
+	}
+	for k, w := range groups.byHandle {
+		if w.Value() == nil {
+			delete(groups.byHandle, k)
+		}
+	}
+	if groups.byHandle == nil {
+		groups.byHandle = make(map[uintptr]weak.Pointer[Group])
+	}
+	g := &Group{}
+	groups.byHandle[key] = weak.Make(g)
+	return g
+}
+
+// join gives a table its lane; the next Sync makes room for it.
+func (g *Group) join() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lanes++
+	return g.lanes - 1
+}
+
+// sync makes the group follow the snapshot list nodes. While the list is
+// the same and every lane has its line this is two pointer comparisons and
+// an integer one; on a new list (or a new lane) the lines and records of
+// nodes still present are kept (their validity is the plugin's to check,
+// as always).
+func (g *Group) sync(nodes []fwk.NodeInfo, l int) {
 	if len(nodes) == 0 {
 		return
 	}
-	if g := t.cur.Load(); g != nil && sameList(g.pos.list, nodes) {
+	if c := g.cur.Load(); c != nil && sameList(c.pos.list, nodes) && l < c.stride {
 		return
 	}
 	pos := positionsOf(nodes)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	old := t.cur.Load()
-	if old != nil && old.pos == pos {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	old := g.cur.Load()
+	if old != nil && old.pos == pos && g.lanes <= old.stride {
 		return
 	}
-	g := &generation[R]{pos: pos, lines: make([]line, len(nodes)), recs: make([]atomic.Pointer[R], len(nodes))}
+	stride := 1
+	for stride < g.lanes {
+		stride *= 2
+	}
+	c := &generation{pos: pos, stride: stride, lines: make([]line, stride*len(nodes)), recs: make([]unsafe.Pointer, stride*len(nodes))}
 	if old != nil {
 		for name, i := range pos.names {
 			j, ok := old.pos.names[name]
 			if !ok {
 				continue
 			}
-			// A line being written is left out (zeros, no record): the
-			// plugin builds it again.
-			if rec, l, ok := (Ref[R]{g: old, i: int(j)}).readBoth(); ok {
-				g.recs[i].Store(rec)
-				for k, w := range l {
-					g.lines[i].w[k].Store(w)
+			for l := range min(old.stride, stride) {
+				// A line being written is left out (zeros, no record):
+				// the plugin builds it again.
+				if rec, ln, ok := old.readBoth(int(j)*old.stride + l); ok {
+					k := int(i)*stride + l
+					atomic.StorePointer(&c.recs[k], rec)
+					for w, x := range ln {
+						c.lines[k].w[w].Store(x)
+					}
 				}
 			}
 		}
 	}
-	t.cur.Store(g)
+	g.cur.Store(c)
 }
 
-// Ref is a node's place in the generation of the table that Find saw.
+// readBoth reads the record and the line stored together at k, or false
+// while they are being written (the line may hold an address only its own
+// record keeps alive: the two are never taken from different Stores).
+func (c *generation) readBoth(k int) (unsafe.Pointer, Line, bool) {
+	ln := &c.lines[k]
+	v := ln.seq.Load()
+	if v&1 != 0 {
+		return nil, Line{}, false
+	}
+	rec := atomic.LoadPointer(&c.recs[k])
+	var l Line
+	for w := range l {
+		l[w] = ln.w[w].Load()
+	}
+	return rec, l, ln.seq.Load() == v
+}
+
+// Table holds one line and one *R per node of the snapshot's list, in its
+// group's blocks. The zero value is ready to use, in a group of its own,
+// and finds nothing until Sync; Join puts it in a shared group instead.
+type Table[R any] struct {
+	m    atomic.Pointer[lane]
+	once sync.Once
+}
+
+// lane is a table's place in its group.
+type lane struct {
+	g *Group
+	l int
+}
+
+// Join makes t a lane of g (call it once, before t is used; without it t
+// has a group of its own).
+func (t *Table[R]) Join(g *Group) {
+	t.once.Do(func() { t.m.Store(&lane{g: g, l: g.join()}) })
+}
+
+func (t *Table[R]) group() (*Group, int) {
+	m := t.m.Load()
+	if m == nil {
+		t.Join(&Group{})
+		m = t.m.Load()
+	}
+	return m.g, m.l
+}
+
+// Sync makes the table (and its group) follow the snapshot list nodes (the
+// list PreFilter is given).
+func (t *Table[R]) Sync(nodes []fwk.NodeInfo) {
+	g, l := t.group()
+	g.sync(nodes, l)
+}
+
+// Ref is a node's line in the generation of the group that Find saw.
 type Ref[R any] struct {
-	g *generation[R]
-	i int
+	c *generation
+	k int
 }
 
 // Find returns ni's place, or false when ni is not a NodeInfo of the list
 // last synced (a copy, or no list yet).
 func (t *Table[R]) Find(ni fwk.NodeInfo) (Ref[R], bool) {
-	g := t.cur.Load()
-	if g == nil {
+	g, l := t.group()
+	c := g.cur.Load()
+	if c == nil || l >= c.stride {
 		return Ref[R]{}, false
 	}
-	i := g.pos.find(ni)
+	i := c.pos.find(ni)
 	if i < 0 {
 		return Ref[R]{}, false
 	}
-	return Ref[R]{g: g, i: i}, true
+	return Ref[R]{c: c, k: i*c.stride + l}, true
 }
 
 // Read returns the node's line and the version it was read at (for Store).
 // ok is false while a writer is writing the line: the caller then takes
 // the path that does not read it.
 func (r Ref[R]) Read() (l Line, version uint64, ok bool) {
-	ln := &r.g.lines[r.i]
+	ln := &r.c.lines[r.k]
 	version = ln.seq.Load()
 	if version&1 != 0 {
 		return Line{}, version, false
 	}
-	for k := range l {
-		l[k] = ln.w[k].Load()
+	for w := range l {
+		l[w] = ln.w[w].Load()
 	}
 	if ln.seq.Load() != version {
 		return Line{}, version, false
@@ -240,42 +384,25 @@ func (r Ref[R]) Read() (l Line, version uint64, ok bool) {
 	return l, version, true
 }
 
-// readBoth reads the record and the line stored together, or false while
-// they are being written (the line may hold an address only its own record
-// keeps alive: the two are never taken from different Stores).
-func (r Ref[R]) readBoth() (*R, Line, bool) {
-	ln := &r.g.lines[r.i]
-	v := ln.seq.Load()
-	if v&1 != 0 {
-		return nil, Line{}, false
-	}
-	rec := r.g.recs[r.i].Load()
-	var l Line
-	for k := range l {
-		l[k] = ln.w[k].Load()
-	}
-	return rec, l, ln.seq.Load() == v
-}
-
 // Version is the line's version now, for a Store of a record built without
 // reading the line (odd: a writer is writing it, and such a Store fails).
-func (r Ref[R]) Version() uint64 { return r.g.lines[r.i].seq.Load() }
+func (r Ref[R]) Version() uint64 { return r.c.lines[r.k].seq.Load() }
 
 // Record is the record last stored with the node's line (nil: none). It
 // may be stale: the caller validates it.
-func (r Ref[R]) Record() *R { return r.g.recs[r.i].Load() }
+func (r Ref[R]) Record() *R { return (*R)(atomic.LoadPointer(&r.c.recs[r.k])) }
 
 // Store replaces the node's record and line, unless either was written
 // since Read returned version: then it stores nothing and returns false
 // (a record built before an Invalidate never replaces what it cleared).
 func (r Ref[R]) Store(version uint64, rec *R, l Line) bool {
-	ln := &r.g.lines[r.i]
+	ln := &r.c.lines[r.k]
 	if version&1 != 0 || !ln.seq.CompareAndSwap(version, version+1) {
 		return false
 	}
-	r.g.recs[r.i].Store(rec)
-	for k, w := range l {
-		ln.w[k].Store(w)
+	atomic.StorePointer(&r.c.recs[r.k], unsafe.Pointer(rec))
+	for w, x := range l {
+		ln.w[w].Store(x)
 	}
 	ln.seq.Store(version + 2)
 	return true
@@ -284,23 +411,25 @@ func (r Ref[R]) Store(version uint64, rec *R, l Line) bool {
 // Invalidate clears the named node's line and record: the next read
 // builds them again, and a Store of anything built before this call fails.
 func (t *Table[R]) Invalidate(name string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	g := t.cur.Load()
-	if g == nil {
+	g, l := t.group()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.cur.Load()
+	if c == nil || l >= c.stride {
 		return
 	}
-	i, ok := g.pos.names[name]
+	i, ok := c.pos.names[name]
 	if !ok {
 		return
 	}
-	ln := &g.lines[i]
+	k := int(i)*c.stride + l
+	ln := &c.lines[k]
 	for {
 		v := ln.seq.Load()
 		if v&1 == 0 && ln.seq.CompareAndSwap(v, v+1) {
-			g.recs[i].Store(nil)
-			for k := range ln.w {
-				ln.w[k].Store(0)
+			atomic.StorePointer(&c.recs[k], nil)
+			for w := range ln.w {
+				ln.w[w].Store(0)
 			}
 			ln.seq.Store(v + 2)
 			return
@@ -311,8 +440,9 @@ func (t *Table[R]) Invalidate(name string) {
 
 // Len is the number of nodes of the list last synced (tests).
 func (t *Table[R]) Len() int {
-	if g := t.cur.Load(); g != nil {
-		return len(g.recs)
+	g, _ := t.group()
+	if c := g.cur.Load(); c != nil {
+		return len(c.lines) / c.stride
 	}
 	return 0
 }

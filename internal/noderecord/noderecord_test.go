@@ -2,10 +2,12 @@ package noderecord
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -138,8 +140,13 @@ func TestAStoreFailsOnceTheLineChangedSinceItsRead(t *testing.T) {
 // (make test RACE=1), this also checks that readers and writers do not race.
 func TestConcurrentReadersSeeWholeLines(t *testing.T) {
 	list := nodeList("a", "b", "c", "d")
-	var tab Table[rec]
-	tab.Sync(list)
+	// Two tables of one group: writers of one lane never tear the other's
+	// line, nor hand it their record.
+	var g Group
+	var tabs [2]Table[rec]
+	tabs[0].Join(&g)
+	tabs[1].Join(&g)
+	tabs[0].Sync(list)
 	whole := func(l Line) bool {
 		for _, w := range l[1:] {
 			if w != l[0] {
@@ -152,6 +159,7 @@ func TestConcurrentReadersSeeWholeLines(t *testing.T) {
 	var torn atomic.Int64
 	for w := range 8 {
 		wg.Go(func() {
+			tab := &tabs[w%2]
 			for i := range 2000 {
 				ni := list[(w+i)%len(list)]
 				ref, ok := tab.Find(ni)
@@ -162,7 +170,7 @@ func TestConcurrentReadersSeeWholeLines(t *testing.T) {
 				if ok && !whole(l) {
 					torn.Add(1)
 				}
-				if r, l, ok := ref.readBoth(); ok && r != nil && (!whole(l) || l[0] != uint64(len(r.name))) {
+				if p, l, ok := ref.c.readBoth(ref.k); ok && p != nil && (!whole(l) || l[0] != uint64(len((*rec)(p).name))) {
 					torn.Add(1)
 				}
 				n := uint64(w*10000 + i)
@@ -176,9 +184,9 @@ func TestConcurrentReadersSeeWholeLines(t *testing.T) {
 	wg.Go(func() {
 		for i := range 100 {
 			if i%2 == 0 {
-				tab.Sync([]fwk.NodeInfo{list[3], list[2], list[1], list[0]})
+				tabs[i%4/2].Sync([]fwk.NodeInfo{list[3], list[2], list[1], list[0]})
 			} else {
-				tab.Sync(list)
+				tabs[i%4/2].Sync(list)
 			}
 		}
 	})
@@ -186,4 +194,91 @@ func TestConcurrentReadersSeeWholeLines(t *testing.T) {
 	if n := torn.Load(); n > 0 {
 		t.Fatalf("%d reads saw a line mixing two Stores, or a record not stored with it", n)
 	}
+}
+
+// The tables of a group keep their own lines and records, side by side: a
+// node's lines are one block, 64 bytes a lane, aligned on the block's size.
+func TestTheTablesOfAGroupShareBlocks(t *testing.T) {
+	list := nodeList("a", "b", "c")
+	var g Group
+	var cel, load Table[rec]
+	cel.Join(&g)
+	load.Join(&g)
+	cel.Sync(list) // one Sync serves the group
+	for _, ni := range list {
+		rc, ok1 := cel.Find(ni)
+		rl, ok2 := load.Find(ni)
+		if !ok1 || !ok2 {
+			t.Fatalf("%s: found %v and %v", ni.Node().Name, ok1, ok2)
+		}
+		a, b := uintptr(unsafe.Pointer(&rc.c.lines[rc.k])), uintptr(unsafe.Pointer(&rl.c.lines[rl.k]))
+		if b != a+64 || a%128 != 0 {
+			t.Fatalf("%s: lines at %#x and %#x, want a 128-byte block", ni.Node().Name, a, b)
+		}
+		_, v, _ := rc.Read()
+		rc.Store(v, &rec{name: "cel " + ni.Node().Name}, lineOf("cel"))
+		_, v, _ = rl.Read()
+		rl.Store(v, &rec{name: "load " + ni.Node().Name}, lineOf("load"))
+	}
+	load.Invalidate("b")
+	// A new list keeps both lanes.
+	cel.Sync([]fwk.NodeInfo{list[2], list[1], list[0]})
+	for _, ni := range list {
+		n := ni.Node().Name
+		rc, _ := cel.Find(ni)
+		rl, _ := load.Find(ni)
+		if l, _, _ := rc.Read(); l != lineOf("cel") || rc.Record().name != "cel "+n {
+			t.Fatalf("%s: CEL lane has %v, %+v", n, l, rc.Record())
+		}
+		wantLine, wantRec := lineOf("load"), "load "+n
+		if n == "b" {
+			wantLine, wantRec = Line{}, ""
+		}
+		l, _, _ := rl.Read()
+		if r := rl.Record(); l != wantLine || (r == nil) != (wantRec == "") || r != nil && r.name != wantRec {
+			t.Fatalf("%s: load lane has %v, %+v", n, l, r)
+		}
+	}
+}
+
+// A table that joins a group after the group synced finds nothing until
+// the next Sync makes its lane, and the lanes already there keep theirs.
+func TestALaneJoinedLateIsMadeByTheNextSync(t *testing.T) {
+	list := nodeList("a", "b")
+	var g Group
+	var first, late Table[rec]
+	first.Join(&g)
+	first.Sync(list)
+	ref, _ := first.Find(list[0])
+	_, v, _ := ref.Read()
+	ref.Store(v, &rec{name: "kept"}, lineOf("kept"))
+	late.Join(&g)
+	if _, ok := late.Find(list[0]); ok {
+		t.Fatal("a lane not synced yet was found")
+	}
+	late.Sync(list)
+	if _, ok := late.Find(list[0]); !ok {
+		t.Fatal("the late lane is not found after Sync")
+	}
+	ref, _ = first.Find(list[0])
+	if r := ref.Record(); r == nil || r.name != "kept" {
+		t.Fatalf("the first lane lost its record: %+v", r)
+	}
+}
+
+type handle struct{ fwk.Handle }
+
+func TestGroupForGivesAProfileOneGroup(t *testing.T) {
+	h1, h2 := &handle{}, &handle{}
+	g1 := GroupFor(h1)
+	if GroupFor(h1) != g1 {
+		t.Fatal("one handle, two groups")
+	}
+	if GroupFor(h2) == g1 {
+		t.Fatal("two handles, one group")
+	}
+	if GroupFor(nil) == GroupFor(nil) {
+		t.Fatal("nil handles share a group")
+	}
+	runtime.KeepAlive(g1)
 }

@@ -151,6 +151,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		pl.needNodeInfo = pl.needNodeInfo || r.filter.readsNodeInfo() || r.score.readsNodeInfo()
 	}
 	pl.cache = newNodeCache(!pl.needNodeInfo)
+	// The profile's tables share each node's block of lines (LoadAware's
+	// line beside this one).
+	pl.records.Join(noderecord.GroupFor(h))
 	var queries []*labelQuery
 	for _, r := range rules {
 		if r.query = labelQueryOf(r.filter); r.query != nil {

@@ -191,6 +191,9 @@ func newPlugin(args *config.LoadAwareArgs, h fwk.Handle) *LoadAware {
 		invalidScore:    missingMetrics.WithLabelValues("invalid", "Score"),
 		overAllocatable: badSamples.WithLabelValues(badOverAllocatable),
 	}
+	// The profile's tables share each node's block of lines (CELPolicy's
+	// line beside this one).
+	pl.records.Join(noderecord.GroupFor(h))
 	pl.tracker.changed = func(node string) { pl.records.Invalidate(node) }
 	if q, ok := args.DefaultPodEstimate[v1.ResourceCPU]; ok {
 		pl.defaultEstimate.cpuMilli = q.MilliValue()
