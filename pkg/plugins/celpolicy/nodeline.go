@@ -84,8 +84,13 @@ func (pl *CELPolicy) lineFor(ctx context.Context, state fwk.CycleState, ni fwk.N
 	}
 	l, version, ok := ref.Read()
 	node := ni.Node()
-	if ok && l[2]&lineStored != 0 && (int64(l[0]) == ni.GetGeneration() ||
-		pl.cache.byNode && uintptr(l[1]) == uintptr(unsafe.Pointer(node))) {
+	// The Node object first: it is in the NodeInfo's first cache line,
+	// which the framework reads before it runs the Filter plugins (the
+	// node's name, for nominated pods); the generation lies in another,
+	// beside Allocatable, which upstream plugins read for their own needs
+	// and which no rule here needs unless it reads nodeInfo.
+	if ok && l[2]&lineStored != 0 && (pl.cache.byNode && uintptr(l[1]) == uintptr(unsafe.Pointer(node)) ||
+		int64(l[0]) == ni.GetGeneration()) {
 		return nodeLine(l), true
 	}
 	if s := ref.Record(); s != nil && pl.cache.valid(s, ni.GetGeneration(), node) {
