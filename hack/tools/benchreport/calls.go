@@ -241,3 +241,93 @@ func sortBerthFirst(keys []string) {
 		return keys[i] < keys[j]
 	})
 }
+
+// The overhead profile's extra cycle CPU per attempt over Default, split
+// per round: what the framework charges for the Berth plugins' calls (its
+// per-call cost, measured in the same round, times their calls), the Berth
+// plugins' Filter and Score bodies, and the rest (per-pod extension points,
+// allocation and the GC assists it triggers, upstream plugins slowed by
+// the caches the extra calls share).
+const overheadProfile = "AllPluginsOverhead"
+
+// cycleMsPerAttempt is the scheduling cycles' CPU per attempt, ms.
+func cycleMsPerAttempt(s *sample) (float64, bool) {
+	c := cyclesOf(s)
+	if c == 0 || s.cpu == nil {
+		return 0, false
+	}
+	return s.cpu[cpuCycle] * 1e3 / c, true
+}
+
+// berthCalls is the Berth plugins' calls per attempt at point, and their
+// bodies' CPU per attempt in ms.
+func berthCalls(s *sample, point string) (calls, bodyMs float64) {
+	c := cyclesOf(s)
+	if c == 0 {
+		return 0, 0
+	}
+	for k, n := range s.evals {
+		plugin, p, _ := strings.Cut(k, "/")
+		if p == point && isBerth(plugin) {
+			calls += n / c
+			bodyMs += s.calls[k] * 1e3 / c
+		}
+	}
+	return calls, bodyMs
+}
+
+// overheadSplit is one round's split, ms per attempt: the difference, the
+// framework's floor, the Berth bodies, the rest, and Default's cycle.
+func overheadSplit(r round, w string) (diff, floor, bodies, rest, base float64, ok bool) {
+	o, d := r[overheadProfile][w], r["Default"][w]
+	if o == nil || d == nil || o.calls == nil {
+		return 0, 0, 0, 0, 0, false
+	}
+	oc, ok1 := cycleMsPerAttempt(o)
+	dc, ok2 := cycleMsPerAttempt(d)
+	if !ok1 || !ok2 {
+		return 0, 0, 0, 0, 0, false
+	}
+	for _, point := range []string{"Filter", "Score"} {
+		perCall, ok := frameworkNsPerCall(point)(o)
+		if !ok {
+			return 0, 0, 0, 0, 0, false
+		}
+		calls, body := berthCalls(o, point)
+		floor += calls * perCall / 1e6
+		bodies += body
+	}
+	diff = oc - dc
+	return diff, floor, bodies, diff - floor - bodies, dc, true
+}
+
+// writeOverheadSplit is the table of overheadSplit for each workload whose
+// rounds counted calls.
+func writeOverheadSplit(b *strings.Builder, rounds []round) {
+	_, workloads := profilesAndWorkloads(rounds)
+	for _, w := range workloads {
+		var diff, floor, bodies, rest, net []float64
+		for _, r := range rounds {
+			d, f, bo, re, base, ok := overheadSplit(r, w)
+			if !ok {
+				continue
+			}
+			diff, floor, bodies, rest = append(diff, d), append(floor, f), append(bodies, bo), append(rest, re)
+			net = append(net, (base+d-f)/base)
+		}
+		if len(diff) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "## Where AllPluginsOverhead's extra cycle CPU goes: %s\n\n", w)
+		fmt.Fprintln(b, "Per round, the overhead profile's scheduling-cycle CPU per attempt less Default's, split by the same profiles: the framework's cost of the Berth plugins' calls (the framework's CPU per plugin call at Filter and at Score in that round, from the table above, times the Berth plugins' calls per attempt — what any plugin added to the profile costs before its body runs), the Berth plugins' Filter and Score bodies, and the rest (the per-pod extension points, allocation and the GC assists it triggers, and upstream plugins slowed by the caches they now share). ms per attempt, median over rounds (interquartile range); each column's median is taken on its own, so they need not add up.")
+		fmt.Fprintln(b)
+		fmt.Fprintln(b, "| | ms per attempt |")
+		fmt.Fprintln(b, "| --- | --- |")
+		fmt.Fprintf(b, "| cycle CPU over Default | %s |\n", iqrCell(diff, "%.3f"))
+		fmt.Fprintf(b, "| the framework, for the Berth plugins' calls | %s |\n", iqrCell(floor, "%.3f"))
+		fmt.Fprintf(b, "| the Berth plugins' Filter and Score bodies | %s |\n", iqrCell(bodies, "%.3f"))
+		fmt.Fprintf(b, "| the rest | %s |\n", iqrCell(rest, "%.3f"))
+		fmt.Fprintf(b, "| cycle CPU less the framework's share, ratio to Default | %s |\n", ratioCell(net))
+		fmt.Fprintln(b)
+	}
+}

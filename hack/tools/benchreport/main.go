@@ -88,6 +88,7 @@ func run(dataDir, micro, out, command, k8s, notes, extra string, charts bool) er
 	}
 	writeTargets(&b, rounds)
 	writeCalls(&b, rounds)
+	writeOverheadSplit(&b, rounds)
 	if err := writeThroughput(&b, rounds, img); err != nil {
 		return err
 	}

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// One round whose overhead profile costs 1 ms more per attempt than
+// Default's: 10 Berth calls at Filter and 10 at Score per attempt, the
+// framework at 20 and 30 ns per call (0.5 µs for the Berth calls), the
+// bodies 40 µs, so the rest is 1 - 0.0005 - 0.04 ms.
+func TestOverheadSplit(t *testing.T) {
+	const attempts = 1000
+	d := &sample{cpu: map[string]float64{cpuCycle: 2e-3 * attempts}, calls: map[string]float64{},
+		evals: map[string]float64{"NodeResourcesFit/PreFilter": attempts}}
+	o := &sample{
+		cpu: map[string]float64{cpuCycle: 3e-3 * attempts},
+		evals: map[string]float64{
+			"NodeResourcesFit/PreFilter": attempts,
+			"CELPolicy/Filter":           10 * attempts, "CELPolicy/Score": 10 * attempts,
+			"NodeResourcesFit/Filter": 10 * attempts, "NodeResourcesFit/Score": 10 * attempts,
+		},
+		calls: map[string]float64{
+			"CELPolicy/Filter": 15e-6 * attempts, "CELPolicy/Score": 25e-6 * attempts,
+			"NodeResourcesFit/Filter": 50e-6 * attempts, "NodeResourcesFit/Score": 50e-6 * attempts,
+			// The loops: 20 calls a point at 20 (Filter) and 30 (Score) ns
+			// beyond the bodies.
+			keyBodiesFilter: 65e-6 * attempts, keyFrameworkFilter: (65e-6 + 20*20e-9) * attempts,
+			keyBodiesScore: 75e-6 * attempts, keyFrameworkScore: (75e-6 + 20*30e-9) * attempts,
+		},
+	}
+	r := round{"Default": {"w": d}, overheadProfile: {"w": o}}
+	diff, floor, bodies, rest, base, ok := overheadSplit(r, "w")
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	if !ok || !near(diff, 1) || !near(floor, 10*20e-6+10*30e-6) || !near(bodies, 0.04) || !near(rest, 1-0.0005-0.04) || !near(base, 2) {
+		t.Fatalf("split %v %v %v %v %v %v", diff, floor, bodies, rest, base, ok)
+	}
+	var b strings.Builder
+	writeOverheadSplit(&b, []round{r})
+	if !strings.Contains(b.String(), "| cycle CPU less the framework's share, ratio to Default | 1.50× (1.50–1.50) |") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+}
