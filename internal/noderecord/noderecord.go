@@ -128,18 +128,19 @@ func (p *positions) find(ni fwk.NodeInfo) int {
 			return -1
 		}
 		if key, _ := p.list[i].(*framework.NodeInfo); key == k {
-			p.touchNext(int(i))
 			return int(i)
 		}
 	}
 }
 
 // touchNext prefetches the slot of the node after i in the list, so that
-// its probe finds it in cache. The framework's workers filter the list in
-// runs of consecutive nodes, and score the feasible ones in about the same
-// order, so the next lookup is most often that node's; a slot is a random
-// place in a table the rest of a cycle evicts from the caches (the probe
-// was a third of CELPolicy's Filter).
+// its probe finds it in cache: the framework's workers filter the list in
+// runs of consecutive nodes, so at Filter the next node a worker looks up
+// is most often that one (a slot is a random place in a table the rest of
+// a cycle evicts from the caches; the probe was a third of CELPolicy's
+// Filter). Score visits the feasible nodes in the order the filter workers
+// passed them, list neighbours interleaved across workers, and nodes a
+// PreFilterResult narrowed are not neighbours: there it helps less.
 func (p *positions) touchNext(i int) {
 	if i+1 >= len(p.list) {
 		return
@@ -163,7 +164,8 @@ type Line [Words]uint64
 // line is one node's Line under a sequence lock: seq is even while the
 // words are stable and odd while a writer writes them; a reader that sees
 // the same even seq before and after reading the words has read one
-// consistent line. Every word is read and written atomically (plain loads
+// consistent line. It holds no pointer: an array of pointer-free objects
+// has no malloc header, which the alignments of generation.lines rely on. Every word is read and written atomically (plain loads
 // and stores on 64-bit platforms), so readers and writers do not race.
 type line struct {
 	seq atomic.Uint64
@@ -181,6 +183,9 @@ type line struct {
 // one Sync for all its tables.
 type Group struct {
 	cur atomic.Pointer[generation]
+	// owner is the handle GroupFor found the group by: held, so that its
+	// address is not reused while the group is found by it.
+	owner fwk.Handle
 	// mu serialises Sync, Invalidate and joining; readers take no lock.
 	mu    sync.Mutex
 	lanes int
@@ -205,15 +210,18 @@ type generation struct {
 var groups struct {
 	sync.Mutex
 	// byHandle: the address of a profile's framework handle -> its group.
-	// Weak, so that a group lives as long as one of its tables (a plugin of
-	// the profile, which holds the handle: while an entry's group is alive
-	// its handle is too, and its address is not reused).
+	// Weak, so that a group lives as long as one of its tables; the group
+	// holds its handle, so while an entry's group is alive the address it
+	// is keyed by is not reused.
 	byHandle map[uintptr]weak.Pointer[Group]
 }
 
 // GroupFor returns the group of the profile whose framework handle is h
 // (the handle every plugin of a profile is given; each profile has its
-// own). A nil handle (unit tests) gets a group of its own.
+// own, a *frameworkImpl). A nil handle (unit tests), or one that is not a
+// pointer, gets a group of its own at every call: its tables share no
+// blocks. (Pointers to a zero-size type would share one address, and so a
+// group; no handle is one.)
 func GroupFor(h fwk.Handle) *Group {
 	v := reflect.ValueOf(h)
 	if h == nil || v.Kind() != reflect.Pointer || v.IsNil() {
@@ -233,7 +241,7 @@ func GroupFor(h fwk.Handle) *Group {
 	if groups.byHandle == nil {
 		groups.byHandle = make(map[uintptr]weak.Pointer[Group])
 	}
-	g := &Group{}
+	g := &Group{owner: h}
 	groups.byHandle[key] = weak.Make(g)
 	return g
 }
@@ -251,11 +259,11 @@ func (g *Group) join() int {
 // an integer one; on a new list (or a new lane) the lines and records of
 // nodes still present are kept (their validity is the plugin's to check,
 // as always).
-func (g *Group) sync(nodes []fwk.NodeInfo, l int) {
+func (g *Group) sync(nodes []fwk.NodeInfo, lane int) {
 	if len(nodes) == 0 {
 		return
 	}
-	if c := g.cur.Load(); c != nil && sameList(c.pos.list, nodes) && l < c.stride {
+	if c := g.cur.Load(); c != nil && sameList(c.pos.list, nodes) && lane < c.stride {
 		return
 	}
 	pos := positionsOf(nodes)
@@ -313,29 +321,29 @@ func (c *generation) readBoth(k int) (unsafe.Pointer, Line, bool) {
 // group's blocks. The zero value is ready to use, in a group of its own,
 // and finds nothing until Sync; Join puts it in a shared group instead.
 type Table[R any] struct {
-	m    atomic.Pointer[lane]
+	// g and lane are set once, lane first (Join): a reader that sees g
+	// sees its lane.
+	g    atomic.Pointer[Group]
+	lane atomic.Int64
 	once sync.Once
-}
-
-// lane is a table's place in its group.
-type lane struct {
-	g *Group
-	l int
 }
 
 // Join makes t a lane of g (call it once, before t is used; without it t
 // has a group of its own).
 func (t *Table[R]) Join(g *Group) {
-	t.once.Do(func() { t.m.Store(&lane{g: g, l: g.join()}) })
+	t.once.Do(func() {
+		t.lane.Store(int64(g.join()))
+		t.g.Store(g)
+	})
 }
 
 func (t *Table[R]) group() (*Group, int) {
-	m := t.m.Load()
-	if m == nil {
+	g := t.g.Load()
+	if g == nil {
 		t.Join(&Group{})
-		m = t.m.Load()
+		g = t.g.Load()
 	}
-	return m.g, m.l
+	return g, int(t.lane.Load())
 }
 
 // Sync makes the table (and its group) follow the snapshot list nodes (the
@@ -362,6 +370,11 @@ func (t *Table[R]) Find(ni fwk.NodeInfo) (Ref[R], bool) {
 	i := c.pos.find(ni)
 	if i < 0 {
 		return Ref[R]{}, false
+	}
+	if l == 0 {
+		// The group's other lanes look the same node up next: one
+		// prefetch of the next node's slot is enough.
+		c.pos.touchNext(i)
 	}
 	return Ref[R]{c: c, k: i*c.stride + l}, true
 }
@@ -438,7 +451,8 @@ func (t *Table[R]) Invalidate(name string) {
 	}
 }
 
-// Len is the number of nodes of the list last synced (tests).
+// Len is the number of nodes of the group's list last synced, whether or
+// not t's lane has lines in it yet (tests).
 func (t *Table[R]) Len() int {
 	g, _ := t.group()
 	if c := g.cur.Load(); c != nil {
