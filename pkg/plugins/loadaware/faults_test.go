@@ -105,7 +105,7 @@ func TestMalformedSamplesNeverAttractPods(t *testing.T) {
 		t.Errorf("the future-stamped node took %d pods, the valid ones at least %d: burst estimation is off there (placed: %v)", f, v, placed)
 	}
 	// The future-stamped sample expires like any other.
-	if smp, ok := pl.source.sample(future.Node()); pl.sampleState(smp, ok, now.Add(pl.expiration+time.Second), pl.missingFilter, pl.staleFilter, pl.invalidFilter) != sampleMissing {
+	if smp, ok := pl.source.sample(future.Node()); pl.sampleState(smp, ok, pl.staleBefore(now.Add(pl.expiration+time.Second)), pl.missingFilter, pl.staleFilter, pl.invalidFilter) != sampleMissing {
 		t.Errorf("the future-stamped sample is still fresh %s later", pl.expiration+time.Second)
 	}
 }
@@ -206,5 +206,36 @@ func TestMapsShrinkWithNodeChurn(t *testing.T) {
 	}
 	if n := len(pl.rejected); n != 0 {
 		t.Errorf("rejected holds %d pods under NodeAnnotations (the node hint requeues them), want 0", n)
+	}
+}
+
+// A sample is fresh up to exactly metricsExpiration old, with or without a
+// monotonic clock reading, and the oldest and newest timestamps a source
+// can give are judged without overflow.
+func TestSampleFreshnessAtItsBounds(t *testing.T) {
+	pl := newPlugin(defaultArgs(t, nil), nil)
+	exp := pl.expiration
+	wall := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	mono := time.Now()
+	for _, c := range []struct {
+		name  string
+		now   time.Time
+		stamp time.Time
+		want  sampleState
+	}{
+		{"exactly expiration old", wall, wall.Add(-exp), sampleFresh},
+		{"a nanosecond older", wall, wall.Add(-exp - 1), sampleMissing},
+		{"taken now", wall, wall, sampleFresh},
+		{"from the future", wall, wall.Add(time.Hour), sampleFresh},
+		{"year 1", wall, time.Time{}, sampleMissing},
+		{"year 9999", wall, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), sampleFresh},
+		{"monotonic, exactly expiration old", mono, mono.Add(-exp), sampleFresh},
+		{"monotonic, a nanosecond older", mono, mono.Add(-exp - 1), sampleMissing},
+		{"wall-clock sample, monotonic now", mono, mono.Round(0).Add(-exp - 1), sampleMissing},
+	} {
+		s := sample{cpuMilli: 1, timestamp: c.stamp}
+		if got := pl.sampleState(s, true, pl.staleBefore(c.now), pl.missingFilter, pl.staleFilter, pl.invalidFilter); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

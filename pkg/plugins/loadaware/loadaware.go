@@ -233,7 +233,9 @@ func isDaemonSetPod(pod *v1.Pod) bool {
 // per node: a clock read costs as much as the rest of a Filter call).
 type podState struct {
 	est estimate
-	now time.Time
+	// staleBefore: a sample taken before it is stale (now less
+	// metricsExpiration, once per pod).
+	staleBefore time.Time
 }
 
 func (s *podState) Clone() fwk.StateData { return s }
@@ -249,7 +251,7 @@ func (pl *LoadAware) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.
 	if isDaemonSetPod(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	pl.preFilter.Write(state, preFilterStateKey, &podState{est: pl.estimateOf(pod), now: pl.now()})
+	pl.preFilter.Write(state, preFilterStateKey, &podState{est: pl.estimateOf(pod), staleBefore: pl.staleBefore(pl.now())})
 	return nil, nil
 }
 
@@ -317,7 +319,7 @@ func (pl *LoadAware) nodeData(nodeInfo fwk.NodeInfo, node *v1.Node) (smp sample,
 
 // sampleState says whether a sample the source returned (ok: there is one)
 // is fresh, counting why not.
-func (pl *LoadAware) sampleState(s sample, ok bool, now time.Time, missing, stale, invalid metrics.CounterMetric) sampleState {
+func (pl *LoadAware) sampleState(s sample, ok bool, staleBefore time.Time, missing, stale, invalid metrics.CounterMetric) sampleState {
 	switch {
 	case !ok:
 		missing.Inc()
@@ -325,12 +327,18 @@ func (pl *LoadAware) sampleState(s sample, ok bool, now time.Time, missing, stal
 	case s.invalid:
 		invalid.Inc()
 		return sampleInvalid
-	case now.Sub(s.timestamp) > pl.expiration:
+	case s.timestamp.Before(staleBefore):
 		stale.Inc()
 		return sampleMissing
 	}
 	return sampleFresh
 }
+
+// staleBefore is the time before which a sample is stale at now: older
+// than metricsExpiration. (A comparison with it, per node, is the same as
+// now.Sub(timestamp) > expiration, monotonic readings included, without
+// Sub's overflow check, which was a tenth of a Filter call.)
+func (pl *LoadAware) staleBefore(now time.Time) time.Time { return now.Add(-pl.expiration) }
 
 // usage is the node's estimated usage of one resource: the sample, clamped
 // to allocatable (a larger value is either an overload the threshold rejects
@@ -367,7 +375,7 @@ func (pl *LoadAware) overReason(smp sample, pend, est estimate, cpuAlloc, memAll
 // is one, it is valid, and it is not older than metricsExpiration (the
 // queueing hints' check; Filter and Score also count why not, in sampleState).
 func (pl *LoadAware) usable(s sample, ok bool) bool {
-	return ok && !s.invalid && pl.now().Sub(s.timestamp) <= pl.expiration
+	return ok && !s.invalid && !s.timestamp.Before(pl.staleBefore(pl.now()))
 }
 
 // overThreshold reports whether used (milli or bytes) exceeds percent of
@@ -385,7 +393,7 @@ func (pl *LoadAware) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 	}
 	node := nodeInfo.Node()
 	smp, ok, pend, hasPend := pl.nodeData(nodeInfo, node)
-	if pl.sampleState(smp, ok, s.now, pl.missingFilter, pl.staleFilter, pl.invalidFilter) != sampleFresh {
+	if pl.sampleState(smp, ok, s.staleBefore, pl.missingFilter, pl.staleFilter, pl.invalidFilter) != sampleFresh {
 		if pl.rejectMissing {
 			pl.filteredMissing.Inc()
 			// Retried on the refresh (or annotation) that brings a sample.
@@ -432,7 +440,7 @@ func (pl *LoadAware) rememberRejected(pod *v1.Pod) {
 func (pl *LoadAware) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	s, err := pl.preFilter.Read(state, preFilterStateKey)
 	if err != nil {
-		s = &podState{est: pl.estimateOf(pod), now: pl.now()}
+		s = &podState{est: pl.estimateOf(pod), staleBefore: pl.staleBefore(pl.now())}
 	}
 	pl.preScore.Write(state, preScoreStateKey, s)
 	return nil
@@ -450,7 +458,7 @@ func (pl *LoadAware) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, n
 	alloc := nodeInfo.GetAllocatable()
 	var cpu, mem int64
 	smp, ok, pend, hasPend := pl.nodeData(nodeInfo, node)
-	switch pl.sampleState(smp, ok, s.now, pl.missingScore, pl.staleScore, pl.invalidScore) {
+	switch pl.sampleState(smp, ok, s.staleBefore, pl.missingScore, pl.staleScore, pl.invalidScore) {
 	case sampleFresh:
 		if !hasPend {
 			pend = pl.tracker.pending(node.Name, smp.timestamp)
