@@ -38,7 +38,26 @@ func TestOverheadSplit(t *testing.T) {
 	}
 	var b strings.Builder
 	writeOverheadSplit(&b, []round{r})
-	if !strings.Contains(b.String(), "| cycle CPU less the framework's share, ratio to Default | 1.50× (1.50–1.50) |") {
+	if !strings.Contains(b.String(), "| cycle CPU less the framework's charge for the Berth calls, ratio to Default | 1.50× (1.50–1.50) |") {
 		t.Fatalf("table:\n%s", b.String())
+	}
+}
+
+func TestCycleClass(t *testing.T) {
+	for _, c := range []struct {
+		stack []string
+		want  string
+	}{
+		{[]string{"runtime.mallocgc", "github.com/berth-scheduler/berth/internal/noderecord.(*positions).find",
+			"github.com/berth-scheduler/berth/pkg/plugins/celpolicy.(*CELPolicy).Filter", runFilterPlugins}, classBerthBodies},
+		{[]string{"runtime.mallocgc", "github.com/berth-scheduler/berth/pkg/plugins/celpolicy.(*CELPolicy).PreFilter",
+			"k8s.io/kubernetes/pkg/scheduler/framework/runtime.(*frameworkImpl).RunPreFilterPlugins"}, classBerthOther},
+		{[]string{"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources.(*Fit).Score", runScorePlugins}, classUpstreamBodies},
+		{[]string{"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread.(*PodTopologySpread).PreScore"}, classUpstreamOther},
+		{[]string{"runtime.gcAssistAlloc", "runtime.mallocgc", runScorePlugins}, classRest},
+	} {
+		if got := cycleClass(profSample(c.stack...)); got != c.want {
+			t.Errorf("%v: %s, want %s", c.stack, got, c.want)
+		}
 	}
 }

@@ -286,6 +286,7 @@ func readCPU(path string) (cpu, calls map[string]float64, err error) {
 		cpu[attribute(s)] += v
 		if inCycle(s) {
 			cpu[cpuCycle] += v
+			calls[cycleClass(s)] += v
 		}
 		for _, k := range callKeys(s) {
 			calls[k] += v
