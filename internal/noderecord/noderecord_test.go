@@ -277,7 +277,7 @@ func TestGroupForGivesAProfileOneGroup(t *testing.T) {
 	if GroupFor(h2) == g1 {
 		t.Fatal("two handles, one group")
 	}
-	if GroupFor(nil) == GroupFor(nil) {
+	if a, b := GroupFor(nil), GroupFor(nil); a == b {
 		t.Fatal("nil handles share a group")
 	}
 	runtime.KeepAlive(g1)
