@@ -55,6 +55,11 @@ func TestCycleClass(t *testing.T) {
 		{[]string{"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources.(*Fit).Score", runScorePlugins}, classUpstreamBodies},
 		{[]string{"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread.(*PodTopologySpread).PreScore"}, classUpstreamOther},
 		{[]string{"runtime.gcAssistAlloc", "runtime.mallocgc", runScorePlugins}, classRest},
+		// Berth code that calls upstream helpers is Berth's.
+		{[]string{"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources.Fits",
+			"github.com/berth-scheduler/berth/pkg/plugins/confirmbinder.(*ConfirmBinder).Reserve"}, classBerthOther},
+		{[]string{"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources.(*Fit).Filter",
+			"github.com/berth-scheduler/berth/pkg/plugins/celpolicy.(*CELPolicy).Filter", runFilterPlugins}, classBerthBodies},
 	} {
 		if got := cycleClass(profSample(c.stack...)); got != c.want {
 			t.Errorf("%v: %s, want %s", c.stack, got, c.want)

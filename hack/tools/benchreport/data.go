@@ -45,7 +45,8 @@ type sample struct {
 	// scheduled pod (scheduler_pod_scheduling_attempts).
 	evals    map[string]float64
 	attempts float64
-	// calls: CPU seconds of the measured phase by callKeys (calls.go).
+	// calls: CPU seconds of the measured phase by callKeys, and of its
+	// scheduling cycles by cycleClass (calls.go).
 	calls map[string]float64
 }
 
