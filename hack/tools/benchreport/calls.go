@@ -374,19 +374,7 @@ func classMs(key string) figure {
 
 // diffs are f(p) - f(base) per round where both have it.
 func diffs(rounds []round, p, base, w string, f figure) []float64 {
-	var out []float64
-	for _, r := range rounds {
-		s, bs := r[p][w], r[base][w]
-		if s == nil || bs == nil {
-			continue
-		}
-		v, ok := f(s)
-		bv, bok := f(bs)
-		if ok && bok {
-			out = append(out, v-bv)
-		}
-	}
-	return out
+	return paired(rounds, p, base, w, f, func(v, bv float64) (float64, bool) { return v - bv, true })
 }
 
 // writeOverheadSplit is, for each workload whose rounds counted calls, the

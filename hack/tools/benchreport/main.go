@@ -225,6 +225,12 @@ func values(rounds []round, p, w string, f figure) []float64 {
 
 // ratios are f(p)/f(base) per round where both have it.
 func ratios(rounds []round, p, base, w string, f figure) []float64 {
+	return paired(rounds, p, base, w, f, func(v, bv float64) (float64, bool) { return v / bv, bv > 0 })
+}
+
+// paired is combine(f(p), f(base)) per round where both have it and
+// combine accepts them.
+func paired(rounds []round, p, base, w string, f figure, combine func(v, bv float64) (float64, bool)) []float64 {
 	var out []float64
 	for _, r := range rounds {
 		s, bs := r[p][w], r[base][w]
@@ -233,8 +239,11 @@ func ratios(rounds []round, p, base, w string, f figure) []float64 {
 		}
 		v, ok := f(s)
 		bv, bok := f(bs)
-		if ok && bok && bv > 0 {
-			out = append(out, v/bv)
+		if !ok || !bok {
+			continue
+		}
+		if x, ok := combine(v, bv); ok {
+			out = append(out, x)
 		}
 	}
 	return out
