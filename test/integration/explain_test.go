@@ -122,9 +122,9 @@ var _ = Describe("Explain", Serial, func() {
 			sandbox.NodeSpec{Name: "ex-p-t", CPU: "32", Memory: "64Gi", Labels: nodes,
 				Taints: []v1.Taint{{Key: "dedicated", Value: "gpu", Effect: v1.TaintEffectNoSchedule}}},
 		)
-		// All three in the scheduler's cache first: a pod scheduled before it
-		// saw the tainted node was explained over two nodes (CI, b3bd873).
-		Eventually(func() bool { return scheduler.HasNodes("ex-p-a", "ex-p-b", "ex-p-t") }).Should(BeTrue())
+		// createNodes waits until the scheduler's cache holds all three: a pod
+		// scheduled before it saw the tainted node was explained over two
+		// nodes (CI, b3bd873).
 		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "big", SchedulerName: "berth-explain", CPU: "5", Memory: "1Gi",
 			Annotations: asks, NodeSelector: nodes})
 		Expect(err).NotTo(HaveOccurred())

@@ -27,13 +27,20 @@ func newNamespace(ctx SpecContext, prefix string) string {
 // createNodes creates nodes and deletes them when the spec ends, so specs do
 // not see each other's nodes.
 func createNodes(ctx SpecContext, specs ...sandbox.NodeSpec) {
+	GinkgoHelper()
+	names := make([]string, 0, len(specs))
 	for _, s := range specs {
 		_, err := sandbox.CreateNode(ctx, env.Client, s)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(env.Client.CoreV1().Nodes().Delete(ctx, s.Name, metav1.DeleteOptions{})).To(Succeed())
 		})
+		names = append(names, s.Name)
 	}
+	// A pod created next must be scheduled over these nodes: wait until the
+	// scheduler's cache holds them all (CI at 212e177 saw CELPolicy's spot
+	// spec's pod placed before its spot node reached the cache).
+	Eventually(func() bool { return scheduler.HasNodes(names...) }).Should(BeTrue())
 }
 
 // createKWOKNodes creates nodes KWOK plays the kubelet of (their pods run,
