@@ -435,19 +435,11 @@ func (t *Table[R]) Invalidate(name string) {
 	if !ok {
 		return
 	}
-	k := int(i)*c.stride + l
-	ln := &c.lines[k]
-	for {
-		v := ln.seq.Load()
-		if v&1 == 0 && ln.seq.CompareAndSwap(v, v+1) {
-			atomic.StorePointer(&c.recs[k], nil)
-			for w := range ln.w {
-				ln.w[w].Store(0)
-			}
-			ln.seq.Store(v + 2)
-			return
-		}
-		runtime.Gosched() // a Store is writing the line: a few stores long
+	// A Store of no record and a line of zeros, retried while another
+	// Store is writing the line (a few stores long).
+	ref := Ref[R]{c: c, k: int(i)*c.stride + l}
+	for !ref.Store(ref.Version(), nil, Line{}) {
+		runtime.Gosched()
 	}
 }
 
