@@ -203,7 +203,7 @@ func BenchmarkPodValue(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		proj *projection
-	}{{"whole", &projection{whole: true}}, {"projected", pl.podProj}} {
+	}{{"whole", wholeProjection()}, {"projected", pl.podProj}} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

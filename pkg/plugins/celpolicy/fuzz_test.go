@@ -12,7 +12,9 @@ import (
 
 // FuzzRules compiles arbitrary expressions as a filter and a score and, when
 // they compile, runs them against pods and nodes built from the fuzzer's
-// strings. Nothing may panic; errors are fine.
+// strings. Nothing may panic; errors are fine. The filter gives the same
+// result (or error) on the objects the projections copy as on the whole
+// objects.
 //
 //	go test ./pkg/plugins/celpolicy -run '^$' -fuzz FuzzRules -fuzztime 3m
 func FuzzRules(f *testing.F) {
@@ -27,6 +29,10 @@ func FuzzRules(f *testing.F) {
 		"size(pod.spec.containers) * 10",
 		"nodeInfo.podCount / 0",
 		"double(node.metadata.annotations['x']) * 100.0",
+		"pod.spec.containers.exists(c, c.ports.size() > 0 && c.ports[0].containerPort == 80)",
+		"pod.spec.containers[0].?env[?0].?value.orValue('') == node.metadata.labels['zone']",
+		"pod.spec.containers.map(c, c.name).exists(n, n == 'c') && node.status.conditions.all(c, c.status == 'True')",
+		"pod.spec.containers.exists(c, [1].exists(c, c == 1) && has(c.resources.limits))",
 	} {
 		f.Add(seed, "zone", "eu-west-1", "6.1")
 	}
@@ -60,7 +66,12 @@ func FuzzRules(f *testing.F) {
 		node := st.MakeNode().Name("n").Label(key, value).Label("k", version).Annotation("x", value).
 			Capacity(map[v1.ResourceName]string{"cpu": "4", "memory": "8Gi", "pods": "10"}).Obj()
 		pod := st.MakePod().Name("p").Namespace("ns").Label(key, value).Container("c").
-			Req(map[v1.ResourceName]string{"cpu": "1"}).Obj()
+			Req(map[v1.ResourceName]string{"cpu": "1"}).ContainerPort([]v1.ContainerPort{{ContainerPort: 80, Name: key}}).Obj()
+		pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: key, Value: value}}
+		node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: value}}
+		if got, want := evalRule(t, pl, pod, node, pl.podProj, pl.nodeProj), evalRule(t, pl, pod, node, wholeProjection(), wholeProjection()); got != want {
+			t.Fatalf("%q: projected objects give %q, whole objects %q", expression, got, want)
+		}
 		ni := nodeInfo(node, st.MakePod().Name("other").Container("c").Obj())
 		_ = filterResult(t, pl, pod, ni)
 		if rules[len(rules)-1].Score != "" {

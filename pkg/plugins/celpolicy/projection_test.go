@@ -23,41 +23,60 @@ func TestProjectionKeepsWhatRulesRead(t *testing.T) {
 	node.Spec.Unschedulable = true
 	for _, tc := range []struct {
 		name, match, filter string
-		podFields           map[string]map[string]bool
-		podWhole, nodeWhole bool
-		nodeFields          map[string]map[string]bool
+		// podPaths, nodePaths: the projection's read paths ("*": whole).
+		podPaths, nodePaths []string
 	}{
 		{name: "labels", match: "pod.metadata.?labels.?tier.orValue('') == 'batch'", filter: "'lifecycle' in node.metadata.labels",
-			podFields: map[string]map[string]bool{"metadata": {"labels": true}}, nodeFields: map[string]map[string]bool{"metadata": {"labels": true}}},
+			podPaths: []string{"metadata.labels.tier"}, nodePaths: []string{"metadata.labels"}},
 		{name: "containers", match: "pod.spec.containers.exists(c, 'nvidia.com/gpu' in c.resources.?requests.orValue({}))", filter: "!node.spec.unschedulable",
-			podFields: map[string]map[string]bool{"spec": {"containers": true}}, nodeFields: map[string]map[string]bool{"spec": {"unschedulable": true}}},
+			podPaths: []string{"spec.containers[].resources.requests"}, nodePaths: []string{"spec.unschedulable"}},
 		{name: "presence and status", match: "has(pod.spec.nodeSelector) && pod.status.phase == 'Pending' && pod.metadata.name == 'train'",
-			filter:     "node.status.capacity['cpu'] == '8'",
-			podFields:  map[string]map[string]bool{"spec": {"nodeSelector": true}, "status": {"phase": true}, "metadata": {"name": true}},
-			nodeFields: map[string]map[string]bool{"status": {"capacity": true}}},
+			filter:    "node.status.capacity['cpu'] == '8'",
+			podPaths:  []string{"metadata.name", "spec.nodeSelector", "status.phase"},
+			nodePaths: []string{"status.capacity[]"}},
 		{name: "whole top-level field", match: "[pod.metadata].size() == 1 && pod.spec.priority == 7", filter: "node.metadata.name == 'n1'",
-			podFields: map[string]map[string]bool{"metadata": nil, "spec": {"priority": true}}, nodeFields: map[string]map[string]bool{"metadata": {"name": true}}},
+			podPaths: []string{"metadata", "spec.priority"}, nodePaths: []string{"metadata.name"}},
 		{name: "pod and node read together", match: "pod.kind == '' || true", filter: "node.metadata.labels['topology.kubernetes.io/zone'] != pod.metadata.?labels.?zone.orValue('')",
-			podFields: map[string]map[string]bool{"kind": nil, "metadata": {"labels": true}}, nodeFields: map[string]map[string]bool{"metadata": {"labels": true}}},
+			podPaths: []string{"kind", "metadata.labels.zone"}, nodePaths: []string{"metadata.labels[]"}},
+		{name: "index and comprehensions", match: "pod.spec.containers[0].name == 'c' && pod.spec.containers.all(c, c.ports[?0].?containerPort.orValue(1) > 0) && pod.spec.containers.exists(c, c.image != '')",
+			filter:    "node.status.conditions.exists(c, c.type == 'Ready') || node.status.addresses.size() == 0",
+			podPaths:  []string{"spec.containers[].image", "spec.containers[].name", "spec.containers[].ports[].containerPort"},
+			nodePaths: []string{"status.addresses", "status.conditions[].type"}},
+		{name: "variable used whole", match: "pod.spec.containers.filter(c, c.name == 'c').size() == 1",
+			filter:   "node.status.conditions.map(c, c.type).exists(t, t == 'Ready')",
+			podPaths: []string{"spec.containers[]"}, nodePaths: []string{"status.conditions[].type"}},
+		{name: "inner comprehension reuses the name", match: "pod.spec.containers.exists(c, [1, 2].exists(c, c > 1) || c.name == 'c')",
+			filter:   "node.metadata.labels.exists(k, k.startsWith('topology'))",
+			podPaths: []string{"spec.containers[].name"}, nodePaths: []string{"metadata.labels[]"}},
+		{name: "two-variable comprehension", match: "pod.spec.containers.all(i, c, i >= 0 && c.name != '')",
+			filter:   "true",
+			podPaths: []string{"spec.containers"}, nodePaths: nil},
+		{name: "variable named as the object", match: "pod.spec.containers.exists(pod, pod.name == 'c')", filter: "true",
+			podPaths: []string{"*"}, nodePaths: nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := newPlugin(t, config.CELPolicyRule{Name: "r", Match: tc.match, Filter: tc.filter})
-			if pl.podProj.whole != tc.podWhole || pl.nodeProj.whole != tc.nodeWhole {
-				t.Fatalf("whole: pod %v node %v, want %v %v", pl.podProj.whole, pl.nodeProj.whole, tc.podWhole, tc.nodeWhole)
+			if diff := cmp.Diff(tc.podPaths, projectedPaths(pl.podProj)); diff != "" {
+				t.Errorf("pod paths (-want +got):\n%s", diff)
 			}
-			if diff := cmp.Diff(tc.podFields, pl.podProj.fields); diff != "" {
-				t.Errorf("pod fields (-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(tc.nodeFields, pl.nodeProj.fields); diff != "" {
-				t.Errorf("node fields (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.nodePaths, projectedPaths(pl.nodeProj)); diff != "" {
+				t.Errorf("node paths (-want +got):\n%s", diff)
 			}
 			projected := evalRule(t, pl, pod, node, pl.podProj, pl.nodeProj)
-			whole := evalRule(t, pl, pod, node, &projection{whole: true}, &projection{whole: true})
+			whole := evalRule(t, pl, pod, node, wholeProjection(), wholeProjection())
 			if projected != whole {
 				t.Errorf("projected objects give %q, whole objects %q", projected, whole)
 			}
 		})
 	}
+}
+
+// projectedPaths is "*" for a whole projection, else its read paths.
+func projectedPaths(p *projection) []string {
+	if p.whole() {
+		return []string{"*"}
+	}
+	return p.root.paths()
 }
 
 // evalRule evaluates the plugin's only rule's match and filter.
@@ -75,6 +94,9 @@ func evalRule(t *testing.T, pl *CELPolicy, pod *v1.Pod, node *v1.Node, podProj, 
 	r := pl.rules[0]
 	out := ""
 	for _, x := range []*expr{r.match, r.filter} {
+		if x == nil {
+			continue
+		}
 		v, _, err := x.prg.Eval(act)
 		if err != nil {
 			out += "error " + err.Error() + ";"
@@ -88,10 +110,10 @@ func evalRule(t *testing.T, pl *CELPolicy, pod *v1.Pod, node *v1.Node, podProj, 
 // A variable used other than by selecting its fields is converted whole.
 func TestProjectionWholeObject(t *testing.T) {
 	pl := newPlugin(t, config.CELPolicyRule{Name: "r", Match: "pod == pod", Filter: "true"})
-	if !pl.podProj.whole {
-		t.Errorf("pod compared whole, but projection %v", pl.podProj.fields)
+	if !pl.podProj.whole() {
+		t.Errorf("pod compared whole, but projection %v", pl.podProj.root.paths())
 	}
-	if len(pl.nodeProj.fields) != 0 || pl.nodeProj.whole {
-		t.Errorf("no rule reads node, projection %+v", pl.nodeProj)
+	if pl.nodeProj.whole() || len(pl.nodeProj.root.paths()) != 0 {
+		t.Errorf("no rule reads node, projection %v", pl.nodeProj.root.paths())
 	}
 }
