@@ -2,6 +2,7 @@ package loadaware
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -236,6 +237,39 @@ func TestSampleFreshnessAtItsBounds(t *testing.T) {
 		s := sample{cpuMilli: 1, timestamp: c.stamp}
 		if got := pl.sampleState(s, true, pl.staleBefore(c.now), pl.missingFilter, pl.staleFilter, pl.invalidFilter); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// A node line judges a sample's age in Unix nanoseconds: for every bound
+// and every timestamp a line can hold, the same as time.Time's Before,
+// bounds outside the range of Unix nanoseconds and monotonic readings
+// included.
+func TestLineStalenessMatchesTime(t *testing.T) {
+	wall := time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC)
+	bounds := []time.Time{
+		wall, time.Now(), wall.Add(-87600 * time.Hour), {}, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC),
+		minUnixNano, minUnixNano.Add(-1), minUnixNano.Add(1), maxUnixNano, maxUnixNano.Add(1), maxUnixNano.Add(-1),
+	}
+	for _, b := range bounds {
+		stamps := []int64{math.MinInt64, math.MinInt64 + 1, -1, 0, 1, math.MaxInt64 - 1, math.MaxInt64}
+		if !b.Before(minUnixNano) && !b.After(maxUnixNano) {
+			n := b.UnixNano()
+			stamps = append(stamps, n)
+			if n > math.MinInt64 {
+				stamps = append(stamps, n-1)
+			}
+			if n < math.MaxInt64 {
+				stamps = append(stamps, n+1)
+			}
+		}
+		ns, all := unixNanoBound(b)
+		for _, ts := range stamps {
+			var l nodeLine
+			l[2] = uint64(ts)
+			if got, want := l.stale(ns, all), time.Unix(0, ts).Before(b); got != want {
+				t.Errorf("bound %v, timestamp %d ns: stale %v, want %v", b, ts, got, want)
+			}
 		}
 	}
 }

@@ -236,6 +236,37 @@ type podState struct {
 	// staleBefore: a sample taken before it is stale (now less
 	// metricsExpiration, once per pod).
 	staleBefore time.Time
+	// staleNs and staleAll are staleBefore for a node's line, whose
+	// timestamp is Unix nanoseconds (unixNanoBound).
+	staleNs  int64
+	staleAll bool
+}
+
+// newPodState is the pod's estimate and the cycle's staleness bound.
+func (pl *LoadAware) newPodState(pod *v1.Pod) *podState {
+	s := &podState{est: pl.estimateOf(pod), staleBefore: pl.staleBefore(pl.now())}
+	s.staleNs, s.staleAll = unixNanoBound(s.staleBefore)
+	return s
+}
+
+// The times Unix nanoseconds can hold (an int64).
+var (
+	minUnixNano = time.Unix(0, math.MinInt64)
+	maxUnixNano = time.Unix(0, math.MaxInt64)
+)
+
+// unixNanoBound is b for comparisons with Unix nanoseconds: for every int64
+// t, time.Unix(0, t).Before(b) exactly when all or t < ns (b outside the
+// range they hold is clamped: every t is after a b before it, and before a
+// b after it).
+func unixNanoBound(b time.Time) (ns int64, all bool) {
+	switch {
+	case b.Before(minUnixNano):
+		return math.MinInt64, false
+	case b.After(maxUnixNano):
+		return 0, true
+	}
+	return b.UnixNano(), false
 }
 
 func (s *podState) Clone() fwk.StateData { return s }
@@ -251,7 +282,7 @@ func (pl *LoadAware) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.
 	if isDaemonSetPod(pod) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	pl.preFilter.Write(state, preFilterStateKey, &podState{est: pl.estimateOf(pod), staleBefore: pl.staleBefore(pl.now())})
+	pl.preFilter.Write(state, preFilterStateKey, pl.newPodState(pod))
 	return nil, nil
 }
 
@@ -285,26 +316,28 @@ type nodeRecord struct {
 	pend estimate
 }
 
-// nodeData returns what the node's sample says and the estimates pending on
-// top of it: from the node's line, or its record when the line cannot hold
-// the sample, when nodeInfo is one of the snapshot's (rebuilding both if
-// stale); else from the source and the tracker by name (pend is then
-// computed only for a fresh sample, when asked: hasPend false).
-func (pl *LoadAware) nodeData(nodeInfo fwk.NodeInfo, node *v1.Node) (smp sample, ok bool, pend estimate, hasPend bool) {
+// nodeData returns what the node's sample says, whether it is stale for
+// the cycle s, and the estimates pending on top of it: from the node's
+// line, or its record when the line cannot hold the sample, when nodeInfo
+// is one of the snapshot's (rebuilding both if stale); else from the source
+// and the tracker by name (pend is then computed only for a fresh sample,
+// when asked: hasPend false). A sample from the line has no timestamp: its
+// age is judged in Unix nanoseconds, without making a time.Time per node.
+func (pl *LoadAware) nodeData(nodeInfo fwk.NodeInfo, node *v1.Node, s *podState) (smp sample, ok, stale bool, pend estimate, hasPend bool) {
 	ref, found := pl.records.Find(nodeInfo)
 	if !found {
 		smp, ok = pl.source.sample(node)
-		return smp, ok, estimate{}, false
+		return smp, ok, staleAt(smp, ok, s.staleBefore), estimate{}, false
 	}
 	version := pl.source.version()
 	l, seq, _ := ref.Read()
 	if line := nodeLine(l); line.valid(node, version) {
 		smp, ok, pend = line.data()
-		return smp, ok, pend, true
+		return smp, ok, ok && !smp.invalid && line.stale(s.staleNs, s.staleAll), pend, true
 	}
 	if old := ref.Record(); old != nil && old.node == node && old.version == version {
 		// A sample the line cannot hold (see nodeLine).
-		return old.smp, old.ok, old.pend, true
+		return old.smp, old.ok, staleAt(old.smp, old.ok, s.staleBefore), old.pend, true
 	}
 	r := &nodeRecord{node: node, version: version}
 	r.smp, r.ok = pl.source.sample(node)
@@ -314,20 +347,31 @@ func (pl *LoadAware) nodeData(nodeInfo fwk.NodeInfo, node *v1.Node) (smp sample,
 	// Kept unless the tracker invalidated the node meanwhile: then this
 	// record may predate the change, and the next read builds another.
 	ref.Store(seq, r, lineOf(r))
-	return r.smp, r.ok, r.pend, true
+	return r.smp, r.ok, staleAt(r.smp, r.ok, s.staleBefore), r.pend, true
+}
+
+// staleAt reports whether the source's sample (ok: there is one) is valid
+// and was taken before staleBefore.
+func staleAt(s sample, ok bool, staleBefore time.Time) bool {
+	return ok && !s.invalid && s.timestamp.Before(staleBefore)
 }
 
 // sampleState says whether a sample the source returned (ok: there is one)
 // is fresh, counting why not.
 func (pl *LoadAware) sampleState(s sample, ok bool, staleBefore time.Time, missing, stale, invalid metrics.CounterMetric) sampleState {
+	return classify(ok, s.invalid, staleAt(s, ok, staleBefore), missing, stale, invalid)
+}
+
+// classify is sampleState for a sample whose staleness is known.
+func classify(ok, invalid, isStale bool, missing, stale, invalidC metrics.CounterMetric) sampleState {
 	switch {
 	case !ok:
 		missing.Inc()
 		return sampleMissing
-	case s.invalid:
-		invalid.Inc()
+	case invalid:
+		invalidC.Inc()
 		return sampleInvalid
-	case s.timestamp.Before(staleBefore):
+	case isStale:
 		stale.Inc()
 		return sampleMissing
 	}
@@ -392,8 +436,8 @@ func (pl *LoadAware) Filter(ctx context.Context, state fwk.CycleState, pod *v1.P
 		return fwk.AsStatus(err)
 	}
 	node := nodeInfo.Node()
-	smp, ok, pend, hasPend := pl.nodeData(nodeInfo, node)
-	if pl.sampleState(smp, ok, s.staleBefore, pl.missingFilter, pl.staleFilter, pl.invalidFilter) != sampleFresh {
+	smp, ok, stale, pend, hasPend := pl.nodeData(nodeInfo, node, s)
+	if classify(ok, smp.invalid, stale, pl.missingFilter, pl.staleFilter, pl.invalidFilter) != sampleFresh {
 		if pl.rejectMissing {
 			pl.filteredMissing.Inc()
 			// Retried on the refresh (or annotation) that brings a sample.
@@ -440,7 +484,7 @@ func (pl *LoadAware) rememberRejected(pod *v1.Pod) {
 func (pl *LoadAware) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	s, err := pl.preFilter.Read(state, preFilterStateKey)
 	if err != nil {
-		s = &podState{est: pl.estimateOf(pod), staleBefore: pl.staleBefore(pl.now())}
+		s = pl.newPodState(pod)
 	}
 	pl.preScore.Write(state, preScoreStateKey, s)
 	return nil
@@ -457,8 +501,8 @@ func (pl *LoadAware) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, n
 	node := nodeInfo.Node()
 	alloc := nodeInfo.GetAllocatable()
 	var cpu, mem int64
-	smp, ok, pend, hasPend := pl.nodeData(nodeInfo, node)
-	switch pl.sampleState(smp, ok, s.staleBefore, pl.missingScore, pl.staleScore, pl.invalidScore) {
+	smp, ok, stale, pend, hasPend := pl.nodeData(nodeInfo, node, s)
+	switch classify(ok, smp.invalid, stale, pl.missingScore, pl.staleScore, pl.invalidScore) {
 	case sampleFresh:
 		if !hasPend {
 			pend = pl.tracker.pending(node.Name, smp.timestamp)

@@ -68,16 +68,18 @@ func (l *nodeLine) valid(node *v1.Node, version uint64) bool {
 }
 
 // data is the record's sample, whether there is one, and the pending
-// estimates (the timestamp of a missing or invalid sample is left zero).
+// estimates. The sample's timestamp is left zero: stale judges its age.
 func (l *nodeLine) data() (sample, bool, estimate) {
 	smp := sample{
 		cpuMilli: int64(l[3]),
 		memBytes: int64(l[4]),
 		invalid:  l[1]&lineInvalid != 0,
 	}
-	ok := l[1]&lineOK != 0
-	if ok && !smp.invalid {
-		smp.timestamp = time.Unix(0, int64(l[2]))
-	}
-	return smp, ok, estimate{cpuMilli: int64(l[5]), memBytes: int64(l[6])}
+	return smp, l[1]&lineOK != 0, estimate{cpuMilli: int64(l[5]), memBytes: int64(l[6])}
+}
+
+// stale reports whether the line's sample (there and valid) was taken
+// before the bound unixNanoBound made of a time.
+func (l *nodeLine) stale(staleNs int64, staleAll bool) bool {
+	return staleAll || int64(l[2]) < staleNs
 }
