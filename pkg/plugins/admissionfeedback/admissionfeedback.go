@@ -437,43 +437,56 @@ func exempt(pod *v1.Pod) (controller, bool) {
 	return c, !ok
 }
 
-// preFilterState holds each node avoided for the pod and the reason: a
-// short list compared by name (Filter runs for every node: a few string
-// comparisons cost less than hashing the node's name), a map beyond
-// smallSet nodes.
+// preFilterState holds each node avoided for the pod and the refusal that
+// avoids it: a short list compared by name (Filter runs for every node: a
+// few string comparisons cost less than hashing the node's name), a map
+// beyond smallSet nodes. The reason is formatted when Filter rejects the
+// node (with PreFilter's clock), not for every pod.
 type preFilterState struct {
 	avoided []avoidedNode
-	byName  map[string]string
+	byName  map[string]*observed
+	now     time.Time
 }
 
-type avoidedNode struct{ node, msg string }
+type avoidedNode struct {
+	node string
+	r    *observed
+}
 
 // smallSet is how many names a state compares one by one.
 const smallSet = 8
 
 // reason is why node is avoided, if it is.
 func (s *preFilterState) reason(node string) (string, bool) {
-	if s.byName != nil {
-		msg, ok := s.byName[node]
-		return msg, ok
-	}
-	for i := range s.avoided {
-		if s.avoided[i].node == node {
-			return s.avoided[i].msg, true
-		}
+	if r := s.refusal(node); r != nil {
+		return refusalMessage(*r, s.now), true
 	}
 	return "", false
 }
 
-// add records node's reason (a later refusal on the same node replaces it).
-func (s *preFilterState) add(node, msg string) {
+// refusal is the refusal that avoids node, or nil.
+func (s *preFilterState) refusal(node string) *observed {
+	if s.byName != nil {
+		return s.byName[node]
+	}
 	for i := range s.avoided {
 		if s.avoided[i].node == node {
-			s.avoided[i].msg = msg
+			return s.avoided[i].r
+		}
+	}
+	return nil
+}
+
+// add records the refusal r on its node (a later refusal on the same node
+// replaces it).
+func (s *preFilterState) add(r *observed) {
+	for i := range s.avoided {
+		if s.avoided[i].node == r.node {
+			s.avoided[i].r = r
 			return
 		}
 	}
-	s.avoided = append(s.avoided, avoidedNode{node: node, msg: msg})
+	s.avoided = append(s.avoided, avoidedNode{node: r.node, r: r})
 }
 
 // Clone: the state is not changed after PreFilter.
@@ -491,16 +504,16 @@ func (pl *AdmissionFeedback) PreFilter(ctx context.Context, state fwk.CycleState
 	if len(refusals) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	s := &preFilterState{}
-	for _, r := range refusals {
-		msg := refusalMessage(r, now)
-		s.add(r.node, msg)
-		pl.shared.events.pod(pod, ctrl, r.node, msg)
+	s := &preFilterState{now: now}
+	for i := range refusals {
+		r := &refusals[i]
+		s.add(r)
+		pl.shared.events.pod(pod, ctrl, r.node, func() string { return refusalMessage(*r, now) })
 	}
 	if len(s.avoided) > smallSet {
-		s.byName = make(map[string]string, len(s.avoided))
+		s.byName = make(map[string]*observed, len(s.avoided))
 		for _, a := range s.avoided {
-			s.byName[a.node] = a.msg
+			s.byName[a.node] = a.r
 		}
 	}
 	klog.FromContext(ctx).V(4).Info("AdmissionFeedback: avoiding nodes that refused the controller's pods", "pod", klog.KObj(pod), "controller", ctrl.String(), "nodes", len(s.avoided))

@@ -32,9 +32,9 @@ func newEventLimiter(fh fwk.Handle, allowed func() bool) *eventLimiter {
 // controller and node in eventInterval, on the first of the controller's
 // pods to reach PreFilter (a Job of a thousand pending pods avoiding ten
 // nodes records ten events, not ten thousand).
-func (l *eventLimiter) pod(pod *v1.Pod, ctrl controller, node, msg string) {
+func (l *eventLimiter) pod(pod *v1.Pod, ctrl controller, node string, msg func() string) {
 	if l.take(string(ctrl.uid) + "|" + node) {
-		l.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, ReasonNodeRefusedSibling, "Scheduling", "Skipping %s", msg)
+		l.fh.EventRecorder().Eventf(pod, nil, v1.EventTypeNormal, ReasonNodeRefusedSibling, "Scheduling", "Skipping %s", msg())
 	}
 }
 
