@@ -510,3 +510,39 @@ func TestSlimFailedPodKeepsWhatARefusalNeeds(t *testing.T) {
 		t.Errorf("slim pod keeps containers or labels: %+v", p)
 	}
 }
+
+// Filter's reason is the refusal as PreFilter saw it, at PreFilter's clock
+// (formatted only when Filter rejects the node), for a short list of
+// avoided nodes and beyond smallSet (the map).
+func TestFilterReasonIsPreFilters(t *testing.T) {
+	for _, n := range []int{1, smallSet + 2} {
+		e := newEnv(t, nil)
+		var nodes []string
+		for i := range n {
+			nodes = append(nodes, fmt.Sprintf("gpu-%d", i))
+			e.observe(refused(fmt.Sprintf("web-%d", i), "web", nodes[i], "OutOfcpu", t0))
+		}
+		e.setClock(t0.Add(2 * time.Minute))
+		pod := pending("web-new", "web")
+		cs := framework.NewCycleState()
+		if _, s := e.pl.PreFilter(e.ctx, cs, pod, nil); !s.IsSuccess() {
+			t.Fatalf("PreFilter: %v", s)
+		}
+		e.setClock(t0.Add(time.Hour)) // Filter's reasons keep PreFilter's clock
+		for i, name := range append(nodes, "other") {
+			ni := framework.NewNodeInfo()
+			ni.SetNode(node(name))
+			s := e.pl.Filter(e.ctx, cs, pod, ni)
+			if name == "other" {
+				if !s.IsSuccess() {
+					t.Errorf("%d avoided: Filter on a node that refused nothing: %v", n, s)
+				}
+				continue
+			}
+			want := fmt.Sprintf("node %s refused pod default/web-%d of ReplicaSet default/web 2m ago: OutOfcpu", name, i)
+			if !strings.HasPrefix(s.Message(), want) {
+				t.Errorf("%d avoided: Filter on %s: %q, want it to start %q", n, name, s.Message(), want)
+			}
+		}
+	}
+}

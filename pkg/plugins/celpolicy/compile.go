@@ -178,17 +178,19 @@ func typeQuantities(s *spec.Schema) {
 // as plain maps (see typedPaths), holding the fields proj says the
 // expressions can read.
 func (e *celEnv) podVal(pod *v1.Pod, proj *projection) (ref.Val, error) {
-	return e.objectVal(proj.apply(pod), e.podPaths)
+	return e.objectVal("pod", proj.apply(pod), e.podPaths)
 }
 
 func (e *celEnv) nodeVal(node *v1.Node, proj *projection) (ref.Val, error) {
-	return e.objectVal(proj.apply(node), e.nodePaths)
+	return e.objectVal("node", proj.apply(node), e.nodePaths)
 }
 
-func (e *celEnv) objectVal(obj any, paths *typedPaths) (ref.Val, error) {
+// objectVal converts obj (a projected copy of a kind object: its Go type
+// is made for the projection, so errors name the kind).
+func (e *celEnv) objectVal(kind string, obj any, paths *typedPaths) (ref.Val, error) {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
-		return nil, fmt.Errorf("converting %T for CEL: %w", obj, err)
+		return nil, fmt.Errorf("converting the %s for CEL: %w", kind, err)
 	}
 	adapter := e.env.CELTypeAdapter()
 	return adapter.NativeToValue(prewrap(adapter, paths.apply(u))), nil

@@ -69,7 +69,7 @@ func FuzzRules(f *testing.F) {
 			Req(map[v1.ResourceName]string{"cpu": "1"}).ContainerPort([]v1.ContainerPort{{ContainerPort: 80, Name: key}}).Obj()
 		pod.Spec.Containers[0].Env = []v1.EnvVar{{Name: key, Value: value}}
 		node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: value}}
-		if got, want := evalRule(t, pl, pod, node, pl.podProj, pl.nodeProj), evalRule(t, pl, pod, node, wholeProjection(), wholeProjection()); got != want {
+		if got, want := evalRules(t, pl, pod, node, pl.podProj, pl.nodeProj, false), evalRules(t, pl, pod, node, wholeProjection(), wholeProjection(), false); got != want {
 			t.Fatalf("%q: projected objects give %q, whole objects %q", expression, got, want)
 		}
 		ni := nodeInfo(node, st.MakePod().Name("other").Container("c").Obj())

@@ -200,9 +200,10 @@ func iterationUses(comp, operand ast.NavigableExpr) ([]ast.NavigableExpr, bool) 
 }
 
 // boundBy reports whether the identifier id (named name) refers to comp's
-// variable: it is in comp's loop (not its range or accumulator's initial
-// value, which are outside the variable's scope), and no comprehension
-// between them declares name.
+// iteration variable: it is in comp's loop condition or step (the variable's
+// scope: not the range, the accumulator's initial value or the result), and
+// no comprehension between them declares name where id is (an iteration
+// variable in its loop, the accumulator also in its result).
 func boundBy(id, comp ast.NavigableExpr, name string) bool {
 	child := id
 	for {
@@ -212,11 +213,12 @@ func boundBy(id, comp ast.NavigableExpr, name string) bool {
 		}
 		if parent.Kind() == ast.ComprehensionKind {
 			c := parent.AsComprehension()
-			inScope := child.ID() != c.IterRange().ID() && child.ID() != c.AccuInit().ID()
+			inLoop := child.ID() == c.LoopCondition().ID() || child.ID() == c.LoopStep().ID()
 			if parent.ID() == comp.ID() {
-				return inScope
+				return inLoop
 			}
-			if inScope && (c.IterVar() == name || c.IterVar2() == name || c.AccuVar() == name) {
+			if inLoop && (c.IterVar() == name || c.IterVar2() == name) ||
+				(inLoop || child.ID() == c.Result().ID()) && c.AccuVar() == name {
 				return false
 			}
 		}

@@ -3,10 +3,14 @@ package celpolicy
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/berth-scheduler/berth/apis/config"
 )
@@ -79,8 +83,19 @@ func projectedPaths(p *projection) []string {
 	return p.root.paths()
 }
 
-// evalRule evaluates the plugin's only rule's match and filter.
+// evalRule evaluates every expression of the plugin's rules (match, filter,
+// score) and gives each outcome: the value, or "error" and the error's
+// text.
 func evalRule(t *testing.T, pl *CELPolicy, pod *v1.Pod, node *v1.Node, podProj, nodeProj *projection) string {
+	t.Helper()
+	return evalRules(t, pl, pod, node, podProj, nodeProj, true)
+}
+
+// evalRules is evalRule; withErrors false leaves out the errors' text (an
+// error found while iterating a map names the key it met first, and Go's
+// map order is random: two conversions of one object can name different
+// keys).
+func evalRules(t *testing.T, pl *CELPolicy, pod *v1.Pod, node *v1.Node, podProj, nodeProj *projection, withErrors bool) string {
 	t.Helper()
 	pv, err := pl.env.podVal(pod, podProj)
 	if err != nil {
@@ -91,18 +106,22 @@ func evalRule(t *testing.T, pl *CELPolicy, pod *v1.Pod, node *v1.Node, podProj, 
 		t.Fatal(err)
 	}
 	act := &activation{pod: pv, node: nv}
-	r := pl.rules[0]
 	out := ""
-	for _, x := range []*expr{r.match, r.filter} {
-		if x == nil {
-			continue
+	for _, r := range pl.rules {
+		for _, x := range []*expr{r.match, r.filter, r.score} {
+			if x == nil {
+				continue
+			}
+			v, _, err := x.prg.Eval(act)
+			switch {
+			case err != nil && withErrors:
+				out += "error " + err.Error() + ";"
+			case err != nil:
+				out += "error;"
+			default:
+				out += fmt.Sprint(v.Value()) + ";"
+			}
 		}
-		v, _, err := x.prg.Eval(act)
-		if err != nil {
-			out += "error " + err.Error() + ";"
-			continue
-		}
-		out += fmt.Sprint(v.Value()) + ";"
 	}
 	return out
 }
@@ -115,5 +134,58 @@ func TestProjectionWholeObject(t *testing.T) {
 	}
 	if pl.nodeProj.whole() || len(pl.nodeProj.root.paths()) != 0 {
 		t.Errorf("no rule reads node, projection %v", pl.nodeProj.root.paths())
+	}
+}
+
+// A partial copy keeps what the expressions can observe of what it leaves
+// out below a path: whether a pointer is nil, whether a list is nil or
+// empty and its length, fields of inline structs inside list elements,
+// and times inside elements (converted to timestamps after the copy).
+func TestProjectionKeepsPresenceAndSizes(t *testing.T) {
+	lastTransition := metav1.NewTime(time.Date(2026, 12, 5, 9, 0, 0, 0, time.UTC))
+	bare := st.MakePod().Namespace("ml").Name("bare").Container("c").Obj()
+	set := st.MakePod().Namespace("ml").Name("set").Container("c").Container("d").Obj()
+	set.Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: ptr.To[int64](5)}
+	set.Spec.Containers[0].SecurityContext = &v1.SecurityContext{}
+	set.Spec.Containers[0].Ports = []v1.ContainerPort{}
+	set.Spec.Containers[1].Ports = []v1.ContainerPort{{ContainerPort: 80}}
+	set.Spec.Containers[1].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1")}
+	set.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "dbg", Image: "busybox"}}}
+	set.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	set.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, LastTransitionTime: lastTransition}}
+	empty := set.DeepCopy()
+	empty.Name = "empty"
+	empty.Spec.SecurityContext = &v1.PodSecurityContext{}
+	empty.Spec.Containers = []v1.Container{}
+	empty.Spec.EphemeralContainers = nil
+	empty.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled}}
+	node := st.MakeNode().Name("n1").Obj()
+	for _, match := range []string{
+		"pod.spec.containers.exists(c, has(c.securityContext))",
+		"has(pod.spec.securityContext) && has(pod.spec.securityContext.runAsUser)",
+		"pod.spec.?securityContext.?runAsUser.orValue(0) == 5",
+		"pod.spec.securityContext.runAsUser == 5",
+		"has(pod.spec.securityContext.runAsUser)",
+		"pod.spec.containers.all(c, c.?ports.orValue([]).size() == 0)",
+		"pod.spec.containers.exists(c, has(c.ports))",
+		"pod.spec.containers.size() == 2",
+		"pod.spec.containers.exists(c, size(c.resources.?limits.orValue({})) > 0)",
+		"pod.status.conditions.exists(c, c.lastTransitionTime < timestamp('2026-12-06T00:00:00Z'))",
+		"pod.status.conditions.exists(c, has(c.lastTransitionTime))",
+		"pod.spec.?ephemeralContainers.orValue([]).exists(e, e.name == 'dbg' && has(e.image))",
+		"pod.spec.?volumes.orValue([]).exists(v, has(v.emptyDir))",
+		"pod.spec.containers[1].ports[0].containerPort == 80",
+	} {
+		pl := newPlugin(t, config.CELPolicyRule{Name: "r", Match: match, Filter: "true"})
+		if pl.podProj.whole() {
+			t.Errorf("%q: the pod is converted whole, want a projection", match)
+		}
+		for _, pod := range []*v1.Pod{bare, set, empty} {
+			projected := evalRule(t, pl, pod, node, pl.podProj, pl.nodeProj)
+			whole := evalRule(t, pl, pod, node, wholeProjection(), wholeProjection())
+			if projected != whole {
+				t.Errorf("%q on pod %s: projected objects give %q, whole objects %q", match, pod.Name, projected, whole)
+			}
+		}
 	}
 }

@@ -106,7 +106,7 @@ func TestMalformedSamplesNeverAttractPods(t *testing.T) {
 		t.Errorf("the future-stamped node took %d pods, the valid ones at least %d: burst estimation is off there (placed: %v)", f, v, placed)
 	}
 	// The future-stamped sample expires like any other.
-	if smp, ok := pl.source.sample(future.Node()); pl.sampleState(smp, ok, pl.staleBefore(now.Add(pl.expiration+time.Second)), pl.missingFilter, pl.staleFilter, pl.invalidFilter) != sampleMissing {
+	if smp, ok := pl.source.sample(future.Node()); classify(ok, smp.invalid, staleAt(smp, ok, pl.staleBefore(now.Add(pl.expiration+time.Second))), pl.missingFilter, pl.staleFilter, pl.invalidFilter) != sampleMissing {
 		t.Errorf("the future-stamped sample is still fresh %s later", pl.expiration+time.Second)
 	}
 }
@@ -235,7 +235,7 @@ func TestSampleFreshnessAtItsBounds(t *testing.T) {
 		{"wall-clock sample, monotonic now", mono, mono.Round(0).Add(-exp - 1), sampleMissing},
 	} {
 		s := sample{cpuMilli: 1, timestamp: c.stamp}
-		if got := pl.sampleState(s, true, pl.staleBefore(c.now), pl.missingFilter, pl.staleFilter, pl.invalidFilter); got != c.want {
+		if got := classify(true, false, staleAt(s, true, pl.staleBefore(c.now)), pl.missingFilter, pl.staleFilter, pl.invalidFilter); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -356,13 +356,8 @@ func staleAt(s sample, ok bool, staleBefore time.Time) bool {
 	return ok && !s.invalid && s.timestamp.Before(staleBefore)
 }
 
-// sampleState says whether a sample the source returned (ok: there is one)
-// is fresh, counting why not.
-func (pl *LoadAware) sampleState(s sample, ok bool, staleBefore time.Time, missing, stale, invalid metrics.CounterMetric) sampleState {
-	return classify(ok, s.invalid, staleAt(s, ok, staleBefore), missing, stale, invalid)
-}
-
-// classify is sampleState for a sample whose staleness is known.
+// classify says whether a sample (ok: there is one; invalid; stale, from
+// staleAt or a line's stale) is fresh, counting why not.
 func classify(ok, invalid, isStale bool, missing, stale, invalidC metrics.CounterMetric) sampleState {
 	switch {
 	case !ok:
@@ -417,7 +412,7 @@ func (pl *LoadAware) overReason(smp sample, pend, est estimate, cpuAlloc, memAll
 
 // usable reports whether a sample the source returned may be trusted: there
 // is one, it is valid, and it is not older than metricsExpiration (the
-// queueing hints' check; Filter and Score also count why not, in sampleState).
+// queueing hints' check; Filter and Score also count why not, in classify).
 func (pl *LoadAware) usable(s sample, ok bool) bool {
 	return ok && !s.invalid && !s.timestamp.Before(pl.staleBefore(pl.now()))
 }

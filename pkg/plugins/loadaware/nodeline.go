@@ -34,7 +34,7 @@ const (
 )
 
 // lineOf is r's line, unmarked when the line cannot hold r's timestamp. A
-// timestamp is read only from a valid sample (sampleState): the line keeps
+// timestamp is read only from a valid sample (classify): the line keeps
 // none for a node without one.
 func lineOf(r *nodeRecord) noderecord.Line {
 	var ts int64
