@@ -475,6 +475,21 @@ bench-gang: envtest-bin ## Gangs only: upstream's GangScheduling vs Berth's Cosc
 		-k8s $(K8S_VERSION) -command "make bench-gang (BENCH_COUNT=$(BENCH_COUNT))"
 	@echo ">> wrote docs/benchmarks-gang.md"
 
+.PHONY: bench-workload
+bench-workload: envtest-bin ## The #28 overhead profile and the default profile on the overhead profile's workload (DefaultOverheadWorkload, the ratios' baseline) and on Default's, 5,000 nodes, BENCH_COUNT rounds (5 rounds: about 25 min); write docs/benchmarks-workload.md.
+	rm -rf $(BENCH_DIR)/workload && mkdir -p $(BENCH_DIR)/workload
+	cd test/bench && $(GO) test -c -o $(BENCH_DIR)/bench.test .
+	cd test/bench && for round in $$(seq $(BENCH_COUNT)); do \
+		echo ">> workload: round $$round of $(BENCH_COUNT)"; \
+		PATH="$(ENVTEST_DIR):$$PATH" $(BENCH_ENV) $(BENCH_DIR)/bench.test -test.run '^$$' -test.bench 'BenchmarkPerfScheduling/^(Default|DefaultOverheadWorkload|AllPluginsOverhead)$$/' -test.benchtime 1x -test.timeout 120m \
+			-perf-scheduling-label-filter full -perf-cpuprofile -data-items-dir $(BENCH_DIR)/workload > $(BENCH_DIR)/workload-$$round.log 2>&1 \
+			|| { tail -100 $(BENCH_DIR)/workload-$$round.log; exit 1; }; \
+		awk '/^BenchmarkPerfScheduling\// { for (i = 2; i <= NF; i++) if ($$i == "SchedulingThroughput/Average") print "   " $$1 ": " $$(i-1) " pods/s" }' $(BENCH_DIR)/workload-$$round.log; \
+	done
+	cd hack/tools/benchreport && $(GO) run . -data $(BENCH_DIR)/workload -out $(CURDIR)/docs/benchmarks-workload.md -charts=false -base DefaultOverheadWorkload \
+		-k8s $(K8S_VERSION) -command "make bench-workload (BENCH_COUNT=$(BENCH_COUNT))"
+	@echo ">> wrote docs/benchmarks-workload.md"
+
 ##@ Development
 
 .PHONY: generate

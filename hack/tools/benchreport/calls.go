@@ -136,18 +136,18 @@ func iqrCell(xs []float64, format string) string {
 }
 
 // callProfiles are the profiles the per-call table reports, in order.
-var callProfiles = []string{"Default", "AllPluginsOverhead", "AllPlugins"}
+func callProfiles() []string { return []string{baseProfile, "AllPluginsOverhead", "AllPlugins"} }
 
 // writeCalls is the per-call CPU table and the calls per pod of every
 // plugin and extension point, per workload that counted calls.
 func writeCalls(b *strings.Builder, rounds []round) {
 	_, workloads := profilesAndWorkloads(rounds)
 	for _, w := range workloads {
-		if !ran(rounds, "Default", w) {
+		if !ran(rounds, baseProfile, w) {
 			continue
 		}
 		var counted bool
-		for _, p := range callProfiles {
+		for _, p := range callProfiles() {
 			counted = counted || len(values(rounds, p, w, func(s *sample) (float64, bool) { return cyclesOf(s), cyclesOf(s) > 0 })) > 0
 		}
 		if !counted {
@@ -162,7 +162,7 @@ func writeCalls(b *strings.Builder, rounds []round) {
 			keys = append(keys, k)
 		}
 		sortBerthFirst(keys)
-		for _, p := range callProfiles {
+		for _, p := range callProfiles() {
 			if !ran(rounds, p, w) {
 				continue
 			}
@@ -191,7 +191,7 @@ func writeCalls(b *strings.Builder, rounds []round) {
 		fmt.Fprintln(b)
 		var ran3 []string
 		all := map[string]bool{}
-		for _, p := range callProfiles {
+		for _, p := range callProfiles() {
 			if !ran(rounds, p, w) {
 				continue
 			}
@@ -279,7 +279,7 @@ func berthCalls(s *sample, point string) (calls, bodyMs float64) {
 // overheadSplit is one round's split, ms per attempt: the difference, the
 // framework's floor, the Berth bodies, the rest, and Default's cycle.
 func overheadSplit(r round, w string) (diff, floor, bodies, rest, base float64, ok bool) {
-	o, d := r[overheadProfile][w], r["Default"][w]
+	o, d := r[overheadProfile][w], r[baseProfile][w]
 	if o == nil || d == nil || o.calls == nil {
 		return 0, 0, 0, 0, 0, false
 	}
@@ -402,25 +402,25 @@ func writeOverheadSplit(b *strings.Builder, rounds []round) {
 		fmt.Fprintf(b, "## Where AllPluginsOverhead's extra cycle CPU goes: %s\n\n", w)
 		fmt.Fprintln(b, "Every sample of a scheduling cycle in the CPU profiles, in one class each: under a Berth plugin's Filter or Score; under any other Berth code (the per-pod extension points); under an upstream plugin's Filter or Score; under an upstream plugin's other extension points; else the rest. CPU ms per attempt, median over rounds (interquartile range); the difference is the median of each round's difference.")
 		fmt.Fprintln(b)
-		fmt.Fprintf(b, "| | Default | %s | difference |\n", overheadProfile)
+		fmt.Fprintf(b, "| | %s | %s | difference |\n", baseProfile, overheadProfile)
 		fmt.Fprintln(b, "| --- | --- | --- | --- |")
 		for _, c := range cycleClasses {
-			fmt.Fprintf(b, "| %s | %s | %s | %s |\n", c.label, iqrCell(values(rounds, "Default", w, classMs(c.key)), "%.3f"),
-				iqrCell(values(rounds, overheadProfile, w, classMs(c.key)), "%.3f"), iqrCell(diffs(rounds, overheadProfile, "Default", w, classMs(c.key)), "%+.3f"))
+			fmt.Fprintf(b, "| %s | %s | %s | %s |\n", c.label, iqrCell(values(rounds, baseProfile, w, classMs(c.key)), "%.3f"),
+				iqrCell(values(rounds, overheadProfile, w, classMs(c.key)), "%.3f"), iqrCell(diffs(rounds, overheadProfile, baseProfile, w, classMs(c.key)), "%+.3f"))
 		}
-		fmt.Fprintf(b, "| **the scheduling cycle** | %s | %s | %s |\n", iqrCell(values(rounds, "Default", w, cycleMsPerAttempt), "%.3f"),
+		fmt.Fprintf(b, "| **the scheduling cycle** | %s | %s | %s |\n", iqrCell(values(rounds, baseProfile, w, cycleMsPerAttempt), "%.3f"),
 			iqrCell(values(rounds, overheadProfile, w, cycleMsPerAttempt), "%.3f"), iqrCell(diff, "%+.3f"))
 		fmt.Fprintln(b)
 		fmt.Fprintln(b, "The same difference seen from the per-call table: what the framework charges for the Berth plugins' calls is its CPU per plugin call at Filter and at Score in that round (the framework's rows above) times the Berth plugins' calls per attempt — what any plugin added to the profile costs before its body runs; it lies in the rest above, with allocation and the GC assists the extra calls trigger. The last two rows are ratios to Default's cycle: with only the Berth code's own CPU added (its Filter and Score and its other extension points), and with the overhead profile's cycle less the framework's charge for the Berth calls.")
 		fmt.Fprintln(b)
-		fmt.Fprintln(b, "| | ms per attempt, or ratio to Default |")
+		fmt.Fprintf(b, "| | ms per attempt, or ratio to %s |\n", baseProfile)
 		fmt.Fprintln(b, "| --- | --- |")
-		fmt.Fprintf(b, "| cycle CPU over Default | %s |\n", iqrCell(diff, "%.3f"))
+		fmt.Fprintf(b, "| cycle CPU over %s | %s |\n", baseProfile, iqrCell(diff, "%.3f"))
 		fmt.Fprintf(b, "| the framework, for the Berth plugins' calls | %s |\n", iqrCell(floor, "%.3f"))
 		fmt.Fprintf(b, "| the Berth plugins' Filter and Score bodies | %s |\n", iqrCell(bodies, "%.3f"))
 		fmt.Fprintf(b, "| the rest | %s |\n", iqrCell(rest, "%.3f"))
-		fmt.Fprintf(b, "| Default's cycle plus the Berth code's own CPU, ratio to Default | %s |\n", ratioCell(berthOnly))
-		fmt.Fprintf(b, "| cycle CPU less the framework's charge for the Berth calls, ratio to Default | %s |\n", ratioCell(net))
+		fmt.Fprintf(b, "| %s's cycle plus the Berth code's own CPU, ratio to %s | %s |\n", baseProfile, baseProfile, ratioCell(berthOnly))
+		fmt.Fprintf(b, "| cycle CPU less the framework's charge for the Berth calls, ratio to %s | %s |\n", baseProfile, ratioCell(net))
 		fmt.Fprintln(b)
 	}
 }

@@ -66,3 +66,30 @@ func TestCycleClass(t *testing.T) {
 		}
 	}
 }
+
+// With -base, the split and the ratios are taken against that test case
+// (make bench-workload: the default profile on the overhead profile's
+// workload), not Default, which may then be absent.
+func TestOtherBase(t *testing.T) {
+	defer func(b string) { baseProfile = b }(baseProfile)
+	baseProfile = "DefaultOverheadWorkload"
+	const attempts = 1000
+	d := &sample{cpu: map[string]float64{cpuCycle: 2e-3 * attempts}, calls: map[string]float64{},
+		evals: map[string]float64{"NodeResourcesFit/PreFilter": attempts}}
+	o := &sample{cpu: map[string]float64{cpuCycle: 3e-3 * attempts},
+		evals: map[string]float64{"NodeResourcesFit/PreFilter": attempts, "NodeResourcesFit/Filter": attempts, "NodeResourcesFit/Score": attempts},
+		calls: map[string]float64{keyBodiesFilter: 0, keyFrameworkFilter: 0, keyBodiesScore: 0, keyFrameworkScore: 0}}
+	r := round{"Default": {"w": &sample{cpu: map[string]float64{cpuCycle: 1e-3 * attempts}}}, baseProfile: {"w": d}, overheadProfile: {"w": o}}
+	if got := baselineOf([]round{r}, "w"); got != baseProfile {
+		t.Errorf("baseline %q, want %q", got, baseProfile)
+	}
+	diff, _, _, _, base, ok := overheadSplit(r, "w")
+	if !ok || math.Abs(diff-1) > 1e-9 || math.Abs(base-2) > 1e-9 {
+		t.Errorf("split against %s: diff %v base %v ok %v, want 1, 2, true", baseProfile, diff, base, ok)
+	}
+	var b strings.Builder
+	writeOverheadSplit(&b, []round{r})
+	if !strings.Contains(b.String(), "| | DefaultOverheadWorkload | AllPluginsOverhead | difference |") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
