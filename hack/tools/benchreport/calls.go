@@ -135,8 +135,14 @@ func iqrCell(xs []float64, format string) string {
 	return fmt.Sprintf(format+" ("+format+"–"+format+")", m, q1, q3)
 }
 
-// callProfiles are the profiles the per-call table reports, in order.
-func callProfiles() []string { return []string{baseProfile, "AllPluginsOverhead", "AllPlugins"} }
+// callProfiles are the profiles the per-call table reports, in order (with
+// another -base, Default beside it when it ran).
+func callProfiles() []string {
+	if baseProfile != "Default" {
+		return []string{baseProfile, "Default", "AllPluginsOverhead", "AllPlugins"}
+	}
+	return []string{baseProfile, "AllPluginsOverhead", "AllPlugins"}
+}
 
 // writeCalls is the per-call CPU table and the calls per pod of every
 // plugin and extension point, per workload that counted calls.
@@ -411,7 +417,7 @@ func writeOverheadSplit(b *strings.Builder, rounds []round) {
 		fmt.Fprintf(b, "| **the scheduling cycle** | %s | %s | %s |\n", iqrCell(values(rounds, baseProfile, w, cycleMsPerAttempt), "%.3f"),
 			iqrCell(values(rounds, overheadProfile, w, cycleMsPerAttempt), "%.3f"), iqrCell(diff, "%+.3f"))
 		fmt.Fprintln(b)
-		fmt.Fprintln(b, "The same difference seen from the per-call table: what the framework charges for the Berth plugins' calls is its CPU per plugin call at Filter and at Score in that round (the framework's rows above) times the Berth plugins' calls per attempt — what any plugin added to the profile costs before its body runs; it lies in the rest above, with allocation and the GC assists the extra calls trigger. The last two rows are ratios to Default's cycle: with only the Berth code's own CPU added (its Filter and Score and its other extension points), and with the overhead profile's cycle less the framework's charge for the Berth calls.")
+		fmt.Fprintln(b, "The same difference seen from the per-call table: what the framework charges for the Berth plugins' calls is its CPU per plugin call at Filter and at Score in that round (the framework's rows above) times the Berth plugins' calls per attempt — what any plugin added to the profile costs before its body runs; it lies in the rest above, with allocation and the GC assists the extra calls trigger. The last two rows are ratios to the baseline's cycle, per round: with only the Berth code's own CPU added (its Filter and Score and its other extension points), and with the overhead profile's cycle less the framework's charge for the Berth calls.")
 		fmt.Fprintln(b)
 		fmt.Fprintf(b, "| | ms per attempt, or ratio to %s |\n", baseProfile)
 		fmt.Fprintln(b, "| --- | --- |")
