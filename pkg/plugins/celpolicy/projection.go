@@ -327,23 +327,44 @@ func planFor(n *readNode, t reflect.Type) (*copyPlan, bool) {
 	}
 }
 
-// jsonField finds the field serialized as name, looking into inline
-// (embedded) structs such as TypeMeta.
+// jsonField finds the field runtime.DefaultUnstructuredConverter serializes
+// as name: a field's tag name, else (no tag name) its Go name, and the
+// fields of an anonymous struct without a tag name (TypeMeta's
+// `json:",inline"`) flattened into their parent. A named field is never
+// flattened, whatever its tag's options: Go 1.26's converter names it by
+// its Go name. A name two fields give (the converter keeps the last one it
+// writes) or one that may hide in an embedded non-struct is not found, and
+// the object is then read whole, which is always right.
 func jsonField(t reflect.Type, name string) ([]int, reflect.StructField, bool) {
+	idx, f, n := jsonFields(t, name)
+	return idx, f, n == 1
+}
+
+// jsonFields returns the field serialized as name and how many fields are
+// (more than 1: ambiguous; an embedded non-struct counts as 2).
+func jsonFields(t reflect.Type, name string) ([]int, reflect.StructField, int) {
+	var (
+		idx   []int
+		found reflect.StructField
+		n     int
+	)
 	for i := range t.NumField() {
 		f := t.Field(i)
-		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tag == "" && (f.Anonymous || strings.Contains(opts, "inline")) && f.Type.Kind() == reflect.Struct {
-			if idx, sf, ok := jsonField(f.Type, name); ok {
-				return append([]int{i}, idx...), sf, true
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-":
+		case tag == "" && f.Anonymous:
+			if f.Type.Kind() != reflect.Struct {
+				return nil, reflect.StructField{}, 2
 			}
-			continue
-		}
-		if tag == name {
-			return []int{i}, f, true
+			if sub, sf, m := jsonFields(f.Type, name); m > 0 {
+				idx, found, n = append([]int{i}, sub...), sf, n+m
+			}
+		case tag == "" && f.Name == name && f.IsExported(), tag == name:
+			idx, found, n = []int{i}, f, n+1
 		}
 	}
-	return nil, reflect.StructField{}, false
+	return idx, found, n
 }
 
 // apply returns obj itself when the projection is whole, else a new object

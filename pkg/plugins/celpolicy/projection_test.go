@@ -2,6 +2,7 @@ package celpolicy
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
@@ -187,5 +189,70 @@ func TestProjectionKeepsPresenceAndSizes(t *testing.T) {
 				t.Errorf("%q on pod %s: projected objects give %q, whole objects %q", match, pod.Name, projected, whole)
 			}
 		}
+	}
+}
+
+// jsonField finds a field where runtime.DefaultUnstructuredConverter puts
+// it: an anonymous struct without a tag name is flattened (TypeMeta's
+// `json:",inline"`); a named field without a tag name is serialized under
+// its Go name, whatever its tag's options, and is not flattened (Go 1.26's
+// converter; from Go 1.27 ",embed" would inline it). Were the named field
+// flattened, "x" would resolve to Named.X and the projection would drop the
+// field the converter really puts at "x".
+func TestJSONFieldFollowsTheConverter(t *testing.T) {
+	type inner struct {
+		X string `json:"x"`
+	}
+	type embedded struct {
+		E string `json:"e"`
+	}
+	type outer struct {
+		Named inner `json:",inline"`
+		Plain inner
+		embedded
+		Z string `json:"x"`
+	}
+	obj := outer{Named: inner{X: "a"}, Plain: inner{X: "b"}, embedded: embedded{E: "c"}, Z: "d"}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		want []int
+	}{
+		{name: "x", want: []int{3}},
+		{name: "Named", want: []int{0}},
+		{name: "Plain", want: []int{1}},
+		{name: "e", want: []int{2, 0}},
+		{name: "embedded"},
+	} {
+		idx, _, ok := jsonField(reflect.TypeFor[outer](), tc.name)
+		if !ok {
+			idx = nil
+		}
+		if !reflect.DeepEqual(idx, tc.want) {
+			t.Errorf("jsonField(%q) = %v, want %v", tc.name, idx, tc.want)
+		}
+		if tc.want == nil {
+			continue
+		}
+		want := reflect.ValueOf(obj).FieldByIndex(tc.want).Interface()
+		got, top := u[tc.name]
+		if !top {
+			t.Errorf("the converter has no %q at the top", tc.name)
+			continue
+		}
+		if s, isString := want.(string); isString && got != s {
+			t.Errorf("the converter's %q is %v, the field jsonField finds holds %v", tc.name, got, s)
+		}
+	}
+	// A name an embedded struct and its parent both give is left whole.
+	type clash struct {
+		embedded
+		E string `json:"e"`
+	}
+	if idx, _, ok := jsonField(reflect.TypeFor[clash](), "e"); ok {
+		t.Errorf("jsonField(%q) of two fields = %v, want not found", "e", idx)
 	}
 }
