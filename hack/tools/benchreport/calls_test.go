@@ -92,4 +92,15 @@ func TestOtherBase(t *testing.T) {
 	if !strings.Contains(b.String(), "| | DefaultOverheadWorkload | AllPluginsOverhead | difference |") {
 		t.Errorf("table:\n%s", b.String())
 	}
+	// A workload the -base test case did not run is still taken against
+	// the default profile, not left without a baseline.
+	r["Default"]["w2"] = &sample{}
+	r["AllPlugins"] = map[string]*sample{"w2": {}}
+	if got := baselineOf([]round{r}, "w2"); got != "Default" {
+		t.Errorf("baseline of a workload without %s: %q, want Default", baseProfile, got)
+	}
+	// The document's opening names the baseline.
+	if got := baselineText(); !strings.Contains(got, "DefaultOverheadWorkload") || !strings.Contains(got, "else the default profile") {
+		t.Errorf("opening: %s", got)
+	}
 }

@@ -76,7 +76,7 @@ func run(dataDir, micro, out, command, k8s, notes, extra string, charts bool) er
 	if command != "" {
 		fmt.Fprintf(&b, "- Command: `%s`.\n", command)
 	}
-	fmt.Fprintln(&b, "- Each round is one harness run of every test case, in order, so the profiles interleave; a ratio is a profile's figure over its baseline's **in the same round** (the default profile; for the constrained pods upstream's node affinity, for the gangs upstream's GangScheduling), and the tables give the median over rounds with the interquartile range.")
+	fmt.Fprintln(&b, "- Each round is one harness run of every test case, in order, so the profiles interleave; a ratio is a profile's figure over its baseline's **in the same round** ("+baselineText()+"), and the tables give the median over rounds with the interquartile range.")
 	fmt.Fprintln(&b)
 	var img string
 	if charts {
@@ -136,10 +136,11 @@ func run(dataDir, micro, out, command, k8s, notes, extra string, charts bool) er
 var baseProfile = "Default"
 
 // baselineOf is the test case workload w's ratios are taken against: the
-// default profile (baseProfile), else upstream's node affinity (the
-// constrained pods), else upstream's GangScheduling.
+// -base test case, else the default profile, else upstream's node affinity
+// (the constrained pods), else upstream's GangScheduling. baselineText says
+// so in the document's opening.
 func baselineOf(rounds []round, w string) string {
-	for _, base := range []string{baseProfile, "GPUAffinity"} {
+	for _, base := range []string{baseProfile, "Default", "GPUAffinity"} {
 		for _, r := range rounds {
 			if r[base][w] != nil {
 				return base
@@ -147,6 +148,14 @@ func baselineOf(rounds []round, w string) string {
 		}
 	}
 	return "GangScheduling"
+}
+
+func baselineText() string {
+	const rest = "for the constrained pods upstream's node affinity, for the gangs upstream's GangScheduling"
+	if baseProfile != "Default" {
+		return "`" + baseProfile + "` where it ran, else the default profile; " + rest
+	}
+	return "the default profile; " + rest
 }
 
 // A figure of a sample, and whether the sample has it.
