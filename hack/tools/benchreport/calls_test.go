@@ -95,9 +95,25 @@ func TestOtherBase(t *testing.T) {
 	// A workload the -base test case did not run is still taken against
 	// the default profile, not left without a baseline.
 	r["Default"]["w2"] = &sample{}
-	r["AllPlugins"] = map[string]*sample{"w2": {}}
 	if got := baselineOf([]round{r}, "w2"); got != "Default" {
 		t.Errorf("baseline of a workload without %s: %q, want Default", baseProfile, got)
+	}
+	// A target's row names the baseline its ratio was taken against.
+	cpu := func(v float64) *sample { return &sample{pods: 1000, cpu: map[string]float64{cpuCycle: v}} }
+	t2 := round{
+		"Default":       {"5000Nodes_a": cpu(2), "5000Nodes_b": cpu(2)},
+		baseProfile:     {"5000Nodes_a": cpu(2)},
+		overheadProfile: {"5000Nodes_a": cpu(3), "5000Nodes_b": cpu(4)},
+	}
+	b.Reset()
+	writeTargets(&b, []round{t2})
+	for _, want := range []string{
+		"cycle CPU per 1,000 pods ≤ 1.15× DefaultOverheadWorkload | 5000Nodes_a | 1.50×",
+		"cycle CPU per 1,000 pods ≤ 1.15× default | 5000Nodes_b | 2.00×",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("targets lack %q:\n%s", want, b.String())
+		}
 	}
 	// The document's opening names the baseline.
 	if got := baselineText(); !strings.Contains(got, "DefaultOverheadWorkload") || !strings.Contains(got, "else the default profile") {

@@ -3,6 +3,7 @@ package celpolicy
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -328,21 +329,28 @@ func planFor(n *readNode, t reflect.Type) (*copyPlan, bool) {
 }
 
 // jsonField finds the field runtime.DefaultUnstructuredConverter serializes
-// as name: a field's tag name, else (no tag name) its Go name, and the
-// fields of an anonymous struct without a tag name (TypeMeta's
-// `json:",inline"`) flattened into their parent. A named field is never
-// flattened, whatever its tag's options: Go 1.26's converter names it by
-// its Go name. A name two fields give (the converter keeps the last one it
-// writes) or one that may hide in an embedded non-struct is not found, and
-// the object is then read whole, which is always right.
+// as name and a made field can copy: a field's tag name, and the fields of
+// an embedded struct without a tag name (TypeMeta's `json:",inline"`),
+// flattened into their parent. Every other way the converter may serialize
+// a name makes it not found, and the object is then read whole, which is
+// always right: a field without a tag name (the converter names it by its
+// Go name, whatever the tag's options; the made field, named F0, F1, ...,
+// would not be), a name two fields give (the converter keeps the last one
+// it writes), an unexported field (reflection cannot copy from it; the
+// exported fields of an unexported embedded struct it can), and an
+// embedded struct tagged omitzero (the converter omits it when zero,
+// flattened fields and all) or an embedded non-struct (flattened, and not
+// followed here), when the name may be in it.
 func jsonField(t reflect.Type, name string) ([]int, reflect.StructField, bool) {
 	idx, f, n := jsonFields(t, name)
 	return idx, f, n == 1
 }
 
-// jsonFields returns the field serialized as name and how many fields are
-// (more than 1: ambiguous; an embedded non-struct counts as 2).
+// jsonFields returns the field serialized as name and the number of
+// fields that are: 0 none, 1 the field, more when the name is ambiguous or
+// cannot be projected (see jsonField).
 func jsonFields(t reflect.Type, name string) ([]int, reflect.StructField, int) {
+	const cannot = 2
 	var (
 		idx   []int
 		found reflect.StructField
@@ -350,17 +358,23 @@ func jsonFields(t reflect.Type, name string) ([]int, reflect.StructField, int) {
 	)
 	for i := range t.NumField() {
 		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
 		case tag == "-":
 		case tag == "" && f.Anonymous:
 			if f.Type.Kind() != reflect.Struct {
-				return nil, reflect.StructField{}, 2
+				return nil, reflect.StructField{}, cannot
 			}
-			if sub, sf, m := jsonFields(f.Type, name); m > 0 {
+			sub, sf, m := jsonFields(f.Type, name)
+			if m > 0 && slices.Contains(strings.Split(opts, ","), "omitzero") {
+				return nil, reflect.StructField{}, cannot
+			}
+			if m > 0 {
 				idx, found, n = append([]int{i}, sub...), sf, n+m
 			}
-		case tag == "" && f.Name == name && f.IsExported(), tag == name:
+		case tag == "" && f.Name == name, tag == name && !f.IsExported():
+			return nil, reflect.StructField{}, cannot
+		case tag == name:
 			idx, found, n = []int{i}, f, n+1
 		}
 	}

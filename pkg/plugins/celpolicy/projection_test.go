@@ -193,12 +193,15 @@ func TestProjectionKeepsPresenceAndSizes(t *testing.T) {
 }
 
 // jsonField finds a field where runtime.DefaultUnstructuredConverter puts
-// it: an anonymous struct without a tag name is flattened (TypeMeta's
-// `json:",inline"`); a named field without a tag name is serialized under
-// its Go name, whatever its tag's options, and is not flattened (Go 1.26's
-// converter; from Go 1.27 ",embed" would inline it). Were the named field
-// flattened, "x" would resolve to Named.X and the projection would drop the
-// field the converter really puts at "x".
+// it, or not at all: then the object is read whole. An embedded struct
+// without a tag name is flattened (TypeMeta's `json:",inline"`); a named
+// field without a tag name is serialized under its Go name, whatever its
+// tag's options, and is not flattened (Go 1.26's converter; from Go 1.27
+// ",embed" would inline it). Were Named flattened, "x" would resolve to
+// Named.X and the projection would drop the field the converter really
+// puts at "x"; were Plain found by its Go name, the made field (F0) would
+// carry it under another name. Every projection the plan makes converts to
+// what the whole object converts to, at the path it reads.
 func TestJSONFieldFollowsTheConverter(t *testing.T) {
 	type inner struct {
 		X string `json:"x"`
@@ -206,53 +209,73 @@ func TestJSONFieldFollowsTheConverter(t *testing.T) {
 	type embedded struct {
 		E string `json:"e"`
 	}
-	type outer struct {
-		Named inner `json:",inline"`
-		Plain inner
-		embedded
-		Z string `json:"x"`
+	type Exported struct {
+		G string `json:"g"`
 	}
-	obj := outer{Named: inner{X: "a"}, Plain: inner{X: "b"}, embedded: embedded{E: "c"}, Z: "d"}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&obj)
-	if err != nil {
-		t.Fatal(err)
+	type Zeroable struct {
+		H string `json:"h"`
+	}
+	type outer struct {
+		Named    inner `json:",inline"`
+		Plain    inner
+		embedded // unexported: its exported fields are copied
+		Exported
+		Zeroable `json:",omitzero"`
+		Z        string `json:"x"`
+		Hidden   string `json:"-"`
+		lower    string
+	}
+	// A name an embedded struct and its parent both give.
+	type clash struct {
+		Exported
+		G string `json:"g"`
 	}
 	for _, tc := range []struct {
+		obj  any
 		name string
 		want []int
 	}{
-		{name: "x", want: []int{3}},
-		{name: "Named", want: []int{0}},
-		{name: "Plain", want: []int{1}},
-		{name: "e", want: []int{2, 0}},
-		{name: "embedded"},
+		{obj: outer{}, name: "x", want: []int{5}},
+		{obj: outer{}, name: "g", want: []int{3, 0}},
+		{obj: outer{}, name: "Named"},
+		{obj: outer{}, name: "Plain"},
+		{obj: outer{}, name: "e", want: []int{2, 0}},
+		{obj: outer{}, name: "h"},
+		{obj: outer{}, name: "Exported"},
+		{obj: outer{}, name: "-"},
+		{obj: outer{}, name: "Hidden"},
+		{obj: outer{}, name: "lower"},
+		{obj: clash{}, name: "g"},
 	} {
-		idx, _, ok := jsonField(reflect.TypeFor[outer](), tc.name)
+		idx, _, ok := jsonField(reflect.TypeOf(tc.obj), tc.name)
 		if !ok {
 			idx = nil
 		}
 		if !reflect.DeepEqual(idx, tc.want) {
-			t.Errorf("jsonField(%q) = %v, want %v", tc.name, idx, tc.want)
-		}
-		if tc.want == nil {
-			continue
-		}
-		want := reflect.ValueOf(obj).FieldByIndex(tc.want).Interface()
-		got, top := u[tc.name]
-		if !top {
-			t.Errorf("the converter has no %q at the top", tc.name)
-			continue
-		}
-		if s, isString := want.(string); isString && got != s {
-			t.Errorf("the converter's %q is %v, the field jsonField finds holds %v", tc.name, got, s)
+			t.Errorf("jsonField(%T, %q) = %v, want %v", tc.obj, tc.name, idx, tc.want)
 		}
 	}
-	// A name an embedded struct and its parent both give is left whole.
-	type clash struct {
-		embedded
-		E string `json:"e"`
-	}
-	if idx, _, ok := jsonField(reflect.TypeFor[clash](), "e"); ok {
-		t.Errorf("jsonField(%q) of two fields = %v, want not found", "e", idx)
+	for _, obj := range []*outer{
+		{Named: inner{X: "a"}, Plain: inner{X: "b"}, embedded: embedded{E: "c"}, Exported: Exported{G: "d"}, Z: "e", Hidden: "f", lower: "g"},
+		{},
+	} {
+		whole, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"x", "g", "Named", "Plain", "e", "h", "Exported", "Hidden", "lower"} {
+			p := newProjection()
+			p.root.add([]string{name})
+			p.compile(reflect.TypeFor[*outer]())
+			u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p.apply(obj))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, gotOK := u[name]
+			want, wantOK := whole[name]
+			if gotOK != wantOK || !reflect.DeepEqual(got, want) {
+				t.Errorf("%q of %+v: projected %v (%v), whole %v (%v)", name, *obj, got, gotOK, want, wantOK)
+			}
+		}
 	}
 }
