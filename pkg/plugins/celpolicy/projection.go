@@ -301,7 +301,7 @@ func planFor(n *readNode, t reflect.Type) (*copyPlan, bool) {
 			if !ok {
 				return nil, false
 			}
-			if sub != nil && strings.Contains(f.Tag.Get("json"), "omitzero") {
+			if sub != nil && omitsZero(f) {
 				sub = nil
 			}
 			ft := f.Type
@@ -358,7 +358,7 @@ func jsonFields(t reflect.Type, name string) ([]int, reflect.StructField, int) {
 	)
 	for i := range t.NumField() {
 		f := t.Field(i)
-		tag, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		switch {
 		case tag == "-":
 		case tag == "" && f.Anonymous:
@@ -366,7 +366,7 @@ func jsonFields(t reflect.Type, name string) ([]int, reflect.StructField, int) {
 				return nil, reflect.StructField{}, cannot
 			}
 			sub, sf, m := jsonFields(f.Type, name)
-			if m > 0 && slices.Contains(strings.Split(opts, ","), "omitzero") {
+			if m > 0 && omitsZero(f) {
 				return nil, reflect.StructField{}, cannot
 			}
 			if m > 0 {
@@ -379,6 +379,13 @@ func jsonFields(t reflect.Type, name string) ([]int, reflect.StructField, int) {
 		}
 	}
 	return idx, found, n
+}
+
+// omitsZero reports whether f's JSON tag has the omitzero option, which
+// the converter honours: a zero value is left out.
+func omitsZero(f reflect.StructField) bool {
+	_, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return slices.Contains(strings.Split(opts, ","), "omitzero")
 }
 
 // apply returns obj itself when the projection is whole, else a new object
