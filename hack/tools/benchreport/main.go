@@ -150,6 +150,8 @@ func baselineOf(rounds []round, w string) string {
 	return "GangScheduling"
 }
 
+// baselineText names the baselines baselineOf picks, for the document's
+// opening.
 func baselineText() string {
 	const rest = "for the constrained pods upstream's node affinity, for the gangs upstream's GangScheduling"
 	if baseProfile != "Default" {
