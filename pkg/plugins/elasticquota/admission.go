@@ -3,6 +3,7 @@ package elasticquota
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -34,6 +35,15 @@ type preFilterState struct {
 	used, totalUsed, totalMin vec
 	// withinMin: the namespace stays within its min with this pod.
 	withinMin bool
+	// gang is the arithmetic of the members the pod's gang (a
+	// scheduler-plugins PodGroup) still needs, pod included, summed: the
+	// quota admits them together, and a preemption for the pod must make
+	// room for all of them in the quota. Nil for a pod of no gang, or whose
+	// gang needs no other member.
+	gang *preFilterState
+	// gangName is the gang's key, gangSize the number of members it sums.
+	gangName string
+	gangSize int
 }
 
 func (s *preFilterState) Clone() fwk.StateData {
@@ -42,6 +52,9 @@ func (s *preFilterState) Clone() fwk.StateData {
 	c.used.add(s.used, 1)
 	c.totalUsed = make(vec, len(s.totalUsed))
 	c.totalUsed.add(s.totalUsed, 1)
+	if s.gang != nil {
+		c.gang = s.gang.Clone().(*preFilterState)
+	}
 	return &c
 }
 
@@ -125,6 +138,9 @@ func (s *preFilterState) adjust(ns string, req vec, quotaed bool, sign int64) {
 	if !s.hasQuota {
 		return
 	}
+	if s.gang != nil {
+		s.gang.adjust(ns, req, quotaed, sign)
+	}
 	for name := range s.req {
 		if ns == s.pod.Namespace {
 			s.used[name] += sign * req[name]
@@ -182,4 +198,30 @@ func (s *preFilterState) admit() *denial {
 		}
 	}
 	return nil
+}
+
+// admitAll applies the rule to the pod and then to its gang's members
+// together (see gang).
+func (s *preFilterState) admitAll() *denial {
+	if d := s.admit(); d != nil {
+		return d
+	}
+	if s.gang == nil {
+		return nil
+	}
+	d := s.gang.admit()
+	if d != nil {
+		d.msg = fmt.Sprintf("pod group %s needs %d more members placed, and together they do not fit: %s", s.gangName, s.gangSize, strings.TrimPrefix(d.msg, "pod's "))
+	}
+	return d
+}
+
+// victimState is the arithmetic by which preemption chooses victims for the
+// pod: its gang's when it has one, since victims that let one member in but
+// not the gang would be evicted in vain.
+func (s *preFilterState) victimState() *preFilterState {
+	if s.gang != nil {
+		return s.gang
+	}
+	return s
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -274,6 +273,7 @@ func (pl *ElasticQuota) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	}
 	gone := goneFrom(ctx)
 	s := sh.mgr.snapshotExcluding(pod, podRequest(pod), corev1helpers.PodPriority(pod), nil, gone)
+	pl.addGang(s, gone)
 	state.Write(stateKey, s)
 	if !s.hasQuota {
 		if pl.denied {
@@ -283,44 +283,40 @@ func (pl *ElasticQuota) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		}
 		return nil, nil
 	}
-	if d := s.admit(); d != nil {
+	if d := s.admitAll(); d != nil {
 		deniedTotal.WithLabelValues(d.reason).Inc()
 		klog.FromContext(ctx).V(4).Info("ElasticQuota refused pod", "pod", klog.KObj(pod), "reason", d.msg)
-		return nil, d.status()
-	}
-	if d := pl.admitGang(pod, gone); d != nil {
-		deniedTotal.WithLabelValues(d.reason).Inc()
-		klog.FromContext(ctx).V(4).Info("ElasticQuota refused gang member", "pod", klog.KObj(pod), "reason", d.msg)
 		return nil, d.status()
 	}
 	return nil, nil
 }
 
-// admitGang admits a member of a gang (Coscheduling in this scheduler) only
-// if every member the gang still needs fits the namespace's quota together:
-// a gang admitted pod by pod would hold part of the quota at Permit for
-// members that the quota then refuses.
-func (pl *ElasticQuota) admitGang(pod *v1.Pod, gone sets.Set[types.UID]) *denial {
-	if pod.Labels[schedv1alpha1.PodGroupLabel] == "" {
-		return nil
+// addGang gives the arithmetic of a gang's member (Coscheduling in this
+// scheduler) that of every member the gang still needs, together: a gang
+// admitted pod by pod would hold part of the quota at Permit for members
+// that the quota then refuses, and a preemption that lets one member in but
+// not the others would evict for nothing. The members are the preemptors
+// together: one a reclaim already nominated is counted among them, not again
+// as a nominated pod.
+func (pl *ElasticQuota) addGang(s *preFilterState, gone sets.Set[types.UID]) {
+	pod := s.pod
+	if !s.hasQuota || pod.Labels[schedv1alpha1.PodGroupLabel] == "" {
+		return
 	}
 	members := gang.For(pl.fh.ClientSet())
 	if members == nil {
-		return nil
+		return
 	}
 	group, pods, ok := members.ToPlace(pod)
 	if !ok {
-		return nil
+		return
 	}
 	req := make(vec)
 	for _, p := range pods {
 		req.add(podRequest(p), 1)
 	}
-	d := pl.shared.mgr.snapshotExcluding(pod, req, corev1helpers.PodPriority(pod), nil, gone).admit()
-	if d != nil {
-		d.msg = fmt.Sprintf("pod group %s needs %d more members placed, and together they do not fit: %s", group, len(pods), strings.TrimPrefix(d.msg, "pod's "))
-	}
-	return d
+	s.gang = pl.shared.mgr.snapshotExcluding(pod, req, s.prio, pods, gone)
+	s.gangName, s.gangSize = group, len(pods)
 }
 
 // SignPod adds nothing to the pod's signature and never refuses it: the

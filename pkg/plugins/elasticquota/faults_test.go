@@ -158,7 +158,7 @@ func TestReclaimNeverTakesABorrowerBelowMin(t *testing.T) {
 				all = append(all, victim(p))
 			}
 			p := st.MakePod().Namespace(tc.preemptorNS).Name("p").UID(tc.preemptorNS + "/p").Req(tc.preemptorReq).Obj()
-			if got := names(eligibleVictims(m, m.snapshot(p, podRequest(p), 0), all)); len(got) != tc.want {
+			if got := names(eligibleVictims(m, m.snapshot(p, podRequest(p), 0), all, true)); len(got) != tc.want {
 				t.Errorf("got victims %v, want %d: %s", got, tc.want, tc.why)
 			}
 		})
@@ -199,7 +199,7 @@ func TestConcurrentReclaimsStopAtMin(t *testing.T) {
 				// The victims stay on the node until they are deleted: every
 				// preemption sees all six.
 				p := pod("b", fmt.Sprintf("b%d", i), "1", 1000, "")
-				vs := eligibleVictims(m, m.snapshot(p, podRequest(p), 1000), all)
+				vs := eligibleVictims(m, m.snapshot(p, podRequest(p), 1000), all, true)
 				var chosen *v1.Pod
 				for _, v := range vs {
 					if c := v.Pods()[0].GetPod(); !m.pods[c.UID].leaving {

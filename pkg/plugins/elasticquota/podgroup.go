@@ -87,7 +87,7 @@ func (pl *ElasticQuota) preemptForGroup(ctx context.Context, pgInfo fwk.PodGroup
 		req.add(podRequest(p), 1)
 	}
 	s := m.snapshotExcluding(members[0], req, prio, members, nil)
-	eligible := eligibleVictims(m, s, victimUnits(nodes, lister.PodGroups(), pg))
+	eligible := eligibleVictims(m, s, victimUnits(nodes, lister.PodGroups(), pg), false)
 	if len(eligible) == 0 {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "no preemption victims found for the pod group")
 	}
@@ -259,24 +259,61 @@ func (pl *ElasticQuota) selectGroupVictims(ctx context.Context, lister fwk.Mutab
 		}
 		return false, move(v, -1)
 	}
+	// The min floor: a borrower's pods were all candidates (the group could
+	// go anywhere); now that the group is placed, a victim it needs is taken
+	// only while its namespace stays at or above its min, counting the
+	// victims taken before it. One the floor keeps goes back, and the group
+	// must then fit with it.
+	floor := &dryRunVictims{m: m, r: newVictimRule(m, s)}
+	kept := false
+	take := func(v preemption.Victim) (bool, error) {
+		for _, pi := range v.Pods() {
+			if !floor.Eligible(pi.GetPod()) {
+				kept = true
+				return false, move(v, 1)
+			}
+		}
+		for _, pi := range v.Pods() {
+			floor.Take(pi.GetPod())
+		}
+		preempt(v)
+		return true, nil
+	}
 	violating, nonViolating := preemption.FilterVictimsWithPDBViolation(eligible, pdbs)
 	for _, v := range violating {
-		kept, err := reprieve(v.Victim)
+		reprieved, err := reprieve(v.Victim)
 		if err != nil {
 			return nil, fwk.AsStatus(err)
 		}
-		if !kept {
-			preempt(v.Victim)
+		if reprieved {
+			continue
+		}
+		taken, err := take(v.Victim)
+		if err != nil {
+			return nil, fwk.AsStatus(err)
+		}
+		if taken {
 			sel.victims.NumPDBViolations += int64(v.ViolateCount)
 		}
 	}
 	for _, v := range nonViolating {
-		kept, err := reprieve(v)
+		reprieved, err := reprieve(v)
 		if err != nil {
 			return nil, fwk.AsStatus(err)
 		}
-		if !kept {
-			preempt(v)
+		if !reprieved {
+			if _, err := take(v); err != nil {
+				return nil, fwk.AsStatus(err)
+			}
+		}
+	}
+	if kept {
+		ok, err := fits()
+		if err != nil {
+			return nil, fwk.AsStatus(err)
+		}
+		if !ok {
+			return nil, fwk.NewStatus(fwk.Unschedulable, "the pod group fits only if namespaces that borrow give up more than they borrow (below their min)")
 		}
 	}
 	for _, a := range placed {

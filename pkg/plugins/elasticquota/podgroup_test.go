@@ -307,3 +307,76 @@ func TestNeverPreemptsResolvesThePolicyAsUpstream(t *testing.T) {
 		}
 	}
 }
+
+// A native gang's reclaim takes the borrower's pods where the gang can go
+// (issue 51, item 2). a (min 2) runs two older pods on y and two younger on
+// x; b's gang of 2 x 1 CPU may go to y only. Capping a at its min before the
+// gang was placed took the two least important, on x, where they are of no
+// use: the gang never fitted. As upstream's pod-group preemption does, every
+// eligible pod is removed, the gang is placed, and the min floor applies
+// while victims are reprieved: a-y0 and a-y1 go, a keeps its min on x.
+func TestAGangReclaimsOnTheNodesItCanUse(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gangs
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GangScheduling
+      - name: ElasticQuota
+      disabled:
+      - name: DefaultPreemption
+`
+	var pl *ElasticQuota
+	quotas := []*schedv1alpha1.ElasticQuota{eq("a", rl("cpu", "2"), rl("cpu", "4")), eq("b", rl("cpu", "2"), rl("cpu", "4"))}
+	reg := podgroupcycle.Capture(Name, NewWithClient(fakeEQClient(quotas...)), &pl)
+	hourAgo, tenMinutesAgo := metav1.NewTime(time.Now().Add(-time.Hour)), metav1.NewTime(time.Now().Add(-10*time.Minute))
+	objs := []runtime.Object{}
+	for _, pool := range []string{"x", "y"} {
+		n := node(pool, "2")
+		n.Labels = map[string]string{"pool": pool}
+		objs = append(objs, n)
+	}
+	for _, p := range []struct {
+		name, node string
+		started    metav1.Time
+	}{{"a-y0", "y", hourAgo}, {"a-y1", "y", hourAgo}, {"a-x0", "x", tenMinutesAgo}, {"a-x1", "x", tenMinutesAgo}} {
+		bound := pod("a", p.name, "1", 0, p.node)
+		bound.Status.StartTime = &p.started
+		objs = append(objs, bound)
+	}
+	c := podgroupcycle.New(t, config, reg, objs...)
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return pl.shared.podsSynced() && len(stateOf(pl.shared.mgr).Pods) == 4, nil
+	}); err != nil {
+		t.Fatal("the quota never counted the bound pods")
+	}
+	c.Gang(t, "b", "g", 2, 2, func(i int) *v1.Pod {
+		p := podgroupcycle.Member("1")(i)
+		p.Spec.NodeSelector = map[string]string{"pool": "y"}
+		return p
+	})
+	if got := c.Attempted(t, "b", "g"); got != "False" {
+		t.Fatalf("the group's PodGroupInitiallyScheduled is %s, want False (waiting for its victims)", got)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		left, err := c.Client.CoreV1().Pods("a").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		var names []string
+		for _, p := range left.Items {
+			names = append(names, p.Name)
+		}
+		slices.Sort(names)
+		return slices.Equal(names, []string{"a-x0", "a-x1"}), nil
+	}); err != nil {
+		left, _ := c.Client.CoreV1().Pods("a").List(t.Context(), metav1.ListOptions{})
+		var names []string
+		for _, p := range left.Items {
+			names = append(names, p.Name)
+		}
+		t.Errorf("a's pods left: %v, want [a-x0 a-x1]: the victims are the pods on y, where the gang can go", names)
+	}
+}

@@ -32,11 +32,12 @@ func (pl *ElasticQuota) PostFilter(ctx context.Context, state fwk.CycleState, po
 		// ran (the framework stops at the first rejection): take the quota
 		// arithmetic now, for the victim selection.
 		s = pl.shared.mgr.snapshot(pod, podRequest(pod), corev1helpers.PodPriority(pod))
+		pl.addGang(s, nil)
 		state.Write(stateKey, s)
 	}
 	kind := kindNoQuota
-	switch {
-	case s.hasQuota && s.withinMin:
+	switch vs := s.victimState(); {
+	case s.hasQuota && vs.withinMin:
 		kind = kindReclaim
 	case s.hasQuota:
 		kind = kindOwnNamespace
@@ -136,7 +137,9 @@ func (pl *ElasticQuota) OrderedScoreFuncs(context.Context, map[string]*extenderv
 }
 
 // SelectVictimsOnNode picks the fewest victims on a node that let the pod fit
-// both the node and its quota. Eligible victims (see eligibleVictims) are all
+// both the node and its quota (a gang's member: with the members its gang
+// still needs, together; victims are chosen by the gang's arithmetic).
+// Eligible victims (see eligibleVictims) are all
 // removed, then reprieved most important first — own-namespace pods before
 // borrowers', PDB-violating before others — while the pod still fits.
 func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.CycleState, preemptor *v1.Pod, nodeInfo fwk.NodeInfo,
@@ -146,7 +149,7 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 	if err != nil {
 		return nil, 0, fwk.AsStatus(err)
 	}
-	potential := eligibleVictims(pl.shared.mgr, s, allPossibleVictims)
+	potential := eligibleVictims(pl.shared.mgr, s.victimState(), allPossibleVictims, true)
 	if len(potential) == 0 {
 		return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "No preemption victims found for incoming pod")
 	}
@@ -180,7 +183,7 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 		return nil
 	}
 	fits := func() (bool, *fwk.Status) {
-		if s.hasQuota && s.admit() != nil {
+		if s.hasQuota && s.admitAll() != nil {
 			return false, nil
 		}
 		st := pl.fh.RunFilterPluginsWithNominatedPods(ctx, state, preemptor, nodeInfo)
@@ -261,7 +264,12 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 // A victim that is a pod group is eligible only if all its pods are. A pod
 // group that preempts (PodGroupPostFilter) is one preemptor: s is the
 // arithmetic of its members together.
-func eligibleVictims[V preemption.Victim](m *manager, s *preFilterState, all []V) []V {
+//
+// Uncapped (capped false), a borrower's pods are all eligible while it is
+// above its min, without counting those taken before: the caller does not
+// know yet which of them it needs (a pod group, placed once every eligible
+// pod is gone), and applies the floor itself while it reprieves.
+func eligibleVictims[V preemption.Victim](m *manager, s *preFilterState, all []V, capped bool) []V {
 	ns := s.pod.Namespace
 
 	// Least important first, so the cap on borrowers takes the right ones.
@@ -294,8 +302,10 @@ func eligibleVictims[V preemption.Victim](m *manager, s *preFilterState, all []V
 		if !ok {
 			continue
 		}
-		for other, req := range borrowed {
-			r.take(other, req)
+		if capped {
+			for other, req := range borrowed {
+				r.take(other, req)
+			}
 		}
 		if v.Pods()[0].GetPod().Namespace == ns {
 			own = append(own, v)

@@ -315,7 +315,7 @@ func TestEligibleVictims(t *testing.T) {
 	// namespaces without a quota; never c's (at its min).
 	p := pod("b", "p", "2", 10, "")
 	s := m.snapshot(p, podRequest(p), 10)
-	got := names(eligibleVictims(m, s, all))
+	got := names(eligibleVictims(m, s, all, true))
 	want := []string{"b-own-low", "a-mid2", "a-low", "free-low"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("within min: got %v, want %v (own namespace first, then by importance)", got, want)
@@ -324,14 +324,14 @@ func TestEligibleVictims(t *testing.T) {
 	// a's pod is beyond its min: only a's own lower-priority pods.
 	p = pod("a", "p", "2", 60, "")
 	s = m.snapshot(p, podRequest(p), 60)
-	if got := names(eligibleVictims(m, s, all)); strings.Join(got, ",") != "a-mid,a-mid2,a-low" {
+	if got := names(eligibleVictims(m, s, all, true)); strings.Join(got, ",") != "a-mid,a-mid2,a-low" {
 		t.Errorf("beyond min: got %v, want a's lower-priority pods", got)
 	}
 
 	// A pod without a quota: lower-priority pods without a quota only.
 	p = pod("free", "p", "1", 10, "")
 	s = m.snapshot(p, podRequest(p), 10)
-	if got := names(eligibleVictims(m, s, all)); strings.Join(got, ",") != "free-low" {
+	if got := names(eligibleVictims(m, s, all, true)); strings.Join(got, ",") != "free-low" {
 		t.Errorf("no quota: got %v, want [free-low]", got)
 	}
 }
