@@ -191,10 +191,12 @@ func (s *preFilterState) admit() *denial {
 		if !ok || u+x <= mn {
 			continue
 		}
-		if tu, tm := s.totalUsed[name], s.totalMin[name]; tu+x > tm {
+		if s.totalUsed[name]+x > s.totalMin[name] {
+			// The namespace's own numbers only: the pod's author may not
+			// read what other namespaces use (the totals).
 			return &denial{reason: reasonBorrow, msg: fmt.Sprintf(
-				"ElasticQuota %s/%s: %s used %s + request %s exceeds min %s, and there is not enough unused min to borrow (all quotas' used %s + request %s exceeds their min %s)",
-				ns, s.quotaName, name, fmtQ(name, u), fmtQ(name, x), fmtQ(name, mn), fmtQ(name, tu), fmtQ(name, x), fmtQ(name, tm))}
+				"ElasticQuota %s/%s: %s used %s + request %s exceeds min %s by %s, and there is not enough unused min to borrow it",
+				ns, s.quotaName, name, fmtQ(name, u), fmtQ(name, x), fmtQ(name, mn), fmtQ(name, u+x-mn))}
 		}
 	}
 	return nil

@@ -195,7 +195,9 @@ func TestAdmission(t *testing.T) {
 		{name: "borrowing refused: b uses its min",
 			used: []*v1.Pod{pod("a", "u", "4", 0, "n"), pod("b", "u", "3", 0, "n")}, pod: pod("a", "p", "2", 0, ""),
 			wantReason: reasonBorrow, wantCode: fwk.Unschedulable,
-			wantMsg: "ElasticQuota a/quota: cpu used 4 + request 2 exceeds min 4, and there is not enough unused min to borrow (all quotas' used 7 + request 2 exceeds their min 8)"},
+			// Only the namespace's own numbers: the pod's author may not read
+			// other teams' usage (issue 51, item 10).
+			wantMsg: "ElasticQuota a/quota: cpu used 4 + request 2 exceeds min 4 by 2, and there is not enough unused min to borrow it"},
 		{name: "above max", used: []*v1.Pod{pod("a", "u", "7", 0, "n")}, pod: pod("a", "p", "2", 0, ""),
 			wantReason: reasonMax, wantCode: fwk.Unschedulable, wantMsg: "ElasticQuota a/quota: cpu used 7 + request 2 exceeds max 8"},
 		{name: "request alone above max", pod: pod("a", "p", "9", 0, ""),
@@ -251,6 +253,9 @@ func TestAdmission(t *testing.T) {
 			}
 			if d.reason != tc.wantReason || d.status().Code() != tc.wantCode || !strings.Contains(d.msg, tc.wantMsg) {
 				t.Errorf("got %s %v %q, want %s %v %q", d.reason, d.status().Code(), d.msg, tc.wantReason, tc.wantCode, tc.wantMsg)
+			}
+			if strings.Contains(d.msg, "all quotas") {
+				t.Errorf("the refusal %q shows the cluster's totals to the pod's author", d.msg)
 			}
 		})
 	}

@@ -705,7 +705,8 @@ func quantity(name v1.ResourceName, v int64) string {
 
 // redact, with redactNodes, replaces the names of the snapshot's nodes not
 // kept (the pod's own node, if placed) everywhere in the result: in the
-// reasons (whole words only), the top nodes and the nearest nodes.
+// reasons (every occurrence, see redactWords), the top nodes and the nearest
+// nodes.
 func (pl *Explain) redact(r *Result, nodes []fwk.NodeInfo, keep sets.Set[string]) {
 	if !pl.args.RedactNodes {
 		return
@@ -736,35 +737,56 @@ func (pl *Explain) redact(r *Result, nodes []fwk.NodeInfo, keep sets.Set[string]
 	}
 }
 
-// redactWords replaces each word of s that is one of names; words are
-// separated by spaces and punctuation, which are kept.
+// redactWords replaces every occurrence in s of one of names. A name is
+// matched as a whole: a run of the characters node names are made of
+// (letters, digits, '-', '_', '.'), or a part of such a run between dots, so
+// that "node=gpu-1", "nodes/gpu-1/" and "gpu-1." lose the name while gpu-10
+// keeps its own; at each part the longest name wins (a dotted name is
+// replaced whole). Everything else in s is kept.
 func redactWords(s string, names sets.Set[string]) string {
-	sep := func(c rune) bool {
-		return c == ' ' || c == ',' || c == ':' || c == ';' || c == '(' || c == ')' || c == '"' || c == '\'' || c == '[' || c == ']'
+	nameChar := func(c byte) bool {
+		return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
 	}
 	var b strings.Builder
-	word := -1
-	flush := func(end int) {
-		if word < 0 {
-			return
+	for i := 0; i < len(s); {
+		if !nameChar(s[i]) {
+			b.WriteByte(s[i])
+			i++
+			continue
 		}
-		if w := s[word:end]; names.Has(w) {
-			b.WriteString(redacted)
-		} else {
-			b.WriteString(w)
+		j := i
+		for j < len(s) && nameChar(s[j]) {
+			j++
 		}
-		word = -1
+		b.WriteString(redactRun(s[i:j], names))
+		i = j
 	}
-	for i, c := range s {
-		if sep(c) {
-			flush(i)
-			b.WriteRune(c)
-		} else if word < 0 {
-			word = i
-		}
-	}
-	flush(len(s))
 	return b.String()
+}
+
+// redactRun is redactWords for one run of name characters.
+func redactRun(run string, names sets.Set[string]) string {
+	if names.Has(run) {
+		return redacted
+	}
+	if !strings.Contains(run, ".") {
+		return run
+	}
+	parts := strings.Split(run, ".")
+	out := make([]string, 0, len(parts))
+	for i := 0; i < len(parts); {
+		next := i + 1
+		part := parts[i]
+		for j := len(parts); j > i; j-- {
+			if names.Has(strings.Join(parts[i:j], ".")) {
+				next, part = j, redacted
+				break
+			}
+		}
+		out = append(out, part)
+		i = next
+	}
+	return strings.Join(out, ".")
 }
 
 // summarizePlaced is the event's one line: the winner's margin over the

@@ -317,3 +317,26 @@ func TestPendingExplanationNeverOverwritesAPlacement(t *testing.T) {
 		})
 	}
 }
+
+// Issue 51, item 9: a name followed or led by '.', '/' or '=' is a name all
+// the same (a reason may quote "node=gpu-1" or a path "nodes/gpu-1/"); a
+// dotted node name is replaced whole, and a longer name that only starts
+// with a redacted one (gpu-1 and gpu-1.pool, gpu-10) is never cut into.
+func TestRedactWordsEveryOccurrence(t *testing.T) {
+	names := sets.New("gpu-1", "ip-10-0-0-1.ec2.internal", "b")
+	for _, tc := range []struct{ in, want string }{
+		{"node gpu-1.", "node (redacted)."},
+		{"nodes/gpu-1/status", "nodes/(redacted)/status"},
+		{"node=gpu-1,zone=a", "node=(redacted),zone=a"},
+		{"kubernetes.io/hostname=gpu-1", "kubernetes.io/hostname=(redacted)"},
+		{"on ip-10-0-0-1.ec2.internal: full", "on (redacted): full"},
+		{"ip-10-0-0-1.ec2.internal.", "(redacted)."},
+		{"gpu-10 and gpu-1.pool and gpu-1x", "gpu-10 and (redacted).pool and gpu-1x"},
+		// A one-letter name redacts the word, not every letter b.
+		{"b is busy: 0/3 nodes", "(redacted) is busy: 0/3 nodes"},
+	} {
+		if got := redactWords(tc.in, names); got != tc.want {
+			t.Errorf("redactWords(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
