@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // NodeSpec describes a test node.
@@ -142,6 +144,31 @@ func CreatePod(ctx context.Context, c kubernetes.Interface, s PodSpec) (*v1.Pod,
 		return nil, fmt.Errorf("creating pod %s: %w", s.Name, err)
 	}
 	return p, nil
+}
+
+// CreateDeployment creates a Deployment of replicas pods made as s describes
+// (its Name is the Deployment's; pods are labelled app=<name>), each
+// stopping at once when deleted (terminationGracePeriodSeconds 0), as
+// kube-controller-manager's Deployment controller then runs them.
+func CreateDeployment(ctx context.Context, c kubernetes.Interface, s PodSpec, replicas int32) (*appsv1.Deployment, error) {
+	tmpl := MakePod(s)
+	labels := map[string]string{"app": s.Name}
+	for k, v := range tmpl.Labels {
+		labels[k] = v
+	}
+	tmpl.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+	d, err := c.AppsV1().Deployments(tmpl.Namespace).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tmpl.Namespace, Name: s.Name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": s.Name}},
+			Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: tmpl.Annotations}, Spec: tmpl.Spec},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating Deployment %s: %w", s.Name, err)
+	}
+	return d, nil
 }
 
 // NodeNameOf returns a poller for the pod's spec.nodeName, for Eventually.

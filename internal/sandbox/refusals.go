@@ -33,13 +33,14 @@ const (
 
 // StartRefusalSubstrate starts what RefusalCluster and ReplicaSet need
 // beside cp: kube-controller-manager (assets holds it) with only the
-// ServiceAccount and ReplicaSet controllers (no garbage collector: suites
+// ServiceAccount, ReplicaSet and Deployment controllers (the reclaim specs'
+// borrowers are Deployments, whose evicted pods come back; no garbage collector: suites
 // create pods naming owners that do not exist; no node lifecycle controller:
 // hand-made nodes have no heartbeat), and KWOK (kwokBin, kwokCRDs) serving
 // its nodes' kubelet endpoints on kwokIP (see StartKWOK).
 func StartRefusalSubstrate(ctx context.Context, cp *ControlPlane, assets, kwokBin, kwokCRDs, kwokIP string) (*ControllerManager, *KWOK, error) {
 	cm, err := StartControllerManager(ctx, cp, filepath.Join(assets, "kube-controller-manager"),
-		ControllerManagerOptions{Controllers: []string{"serviceaccount", "serviceaccount-token", "replicaset"}})
+		ControllerManagerOptions{Controllers: []string{"serviceaccount", "serviceaccount-token", "replicaset", "deployment"}})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,8 @@ type shared struct {
 	// active: this process schedules (it holds the lease, or runs without
 	// leader election), so it may write status.
 	active atomic.Bool
+	// waking holds the UIDs of preemptors wakeAfterPreemption watches.
+	waking sync.Map
 }
 
 // states holds the quota state of each scheduler process's cluster.
@@ -252,12 +255,49 @@ func checkCRD(ctx context.Context, c versioned.Interface, budget time.Duration) 
 }
 
 // PreEnqueue keeps a pod out of the active queue while its asynchronous
-// preemption is still evicting victims, as DefaultPreemption does.
-func (pl *ElasticQuota) PreEnqueue(_ context.Context, p *v1.Pod) *fwk.Status {
+// preemption is still evicting victims, as DefaultPreemption does, and
+// activates it once the preemption ends (wakeAfterPreemption).
+func (pl *ElasticQuota) PreEnqueue(ctx context.Context, p *v1.Pod) *fwk.Status {
 	if pl.fts.EnableAsyncPreemption && pl.executor.IsPodRunningPreemption(p.GetUID()) {
+		pl.wakeAfterPreemption(ctx, p)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "waiting for the preemption for this pod to be finished")
 	}
 	return nil
+}
+
+// preemptionWake bounds how long a gated preemptor is watched, and how
+// often: the preemption's API calls take milliseconds each.
+const (
+	preemptionWakeTimeout  = 2 * time.Minute
+	preemptionWakeInterval = 50 * time.Millisecond
+)
+
+// wakeAfterPreemption activates p once its asynchronous preemption has
+// ended. Upstream's executor activates a preemptor only when its last victim
+// produces no deletion event; it counts on that deletion to requeue the pod.
+// A reclaim may choose victims another preemption is already deleting (they
+// count as leaving, so concurrent reclaims stop at min): their deletions can
+// reach the queue while the pod is gated here, which drops them, and the
+// pod's own calls then find the victims gone ("Victim Pod is already
+// deleted"): no event is left to requeue it, and it waited for the periodic
+// flush of unschedulable pods. One watcher per pod.
+func (pl *ElasticQuota) wakeAfterPreemption(ctx context.Context, p *v1.Pod) {
+	if _, watching := pl.shared.waking.LoadOrStore(p.UID, struct{}{}); watching {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	go func() {
+		defer pl.shared.waking.Delete(p.UID)
+		ctx, cancel := context.WithTimeout(context.Background(), preemptionWakeTimeout)
+		defer cancel()
+		if err := wait.PollUntilContextCancel(ctx, preemptionWakeInterval, false, func(context.Context) (bool, error) {
+			return !pl.executor.IsPodRunningPreemption(p.UID), nil
+		}); err != nil {
+			logger.Info("ElasticQuota: the pod's preemption did not end in time; activating it", "pod", klog.KObj(p), "timeout", preemptionWakeTimeout)
+		}
+		logger.V(4).Info("ElasticQuota: the pod's preemption ended; activating it", "pod", klog.KObj(p))
+		pl.fh.Activate(logger, map[string]*v1.Pod{p.Namespace + "/" + p.Name: p})
+	}()
 }
 
 // PreFilter admits the pod by its namespace's quota.

@@ -264,6 +264,29 @@ var _ = Describe("the native-gangs profile", func() {
 		Consistently(rc.RefusedCount(ctx), "3s").Should(Equal(2), "no replacement sent back to %s", rc.BlackHole)
 	})
 
+	// team creates a namespace with a CPU quota of min and max, deleted with
+	// its pods when the spec ends.
+	team := func(ctx SpecContext, prefix, min, max string) string {
+		GinkgoHelper()
+		n, err := env.Client.CoreV1().Namespaces().Create(ctx, sandbox.Namespace(prefix), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = env.Client.AppsV1().Deployments(n.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			_ = env.Client.AppsV1().ReplicaSets(n.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+			_ = env.Client.CoreV1().Pods(n.Name).DeleteCollection(ctx, *metav1.NewDeleteOptions(0), metav1.ListOptions{})
+			_ = env.Client.CoreV1().Namespaces().Delete(ctx, n.Name, metav1.DeleteOptions{})
+		})
+		_, err = eq.SchedulingV1alpha1().ElasticQuotas(n.Name).Create(ctx, &schedv1alpha1.ElasticQuota{
+			ObjectMeta: metav1.ObjectMeta{Namespace: n.Name, Name: "quota"},
+			Spec: schedv1alpha1.ElasticQuotaSpec{
+				Min: v1.ResourceList{v1.ResourceCPU: resource.MustParse(min)},
+				Max: v1.ResourceList{v1.ResourceCPU: resource.MustParse(max)},
+			},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		return n.Name
+	}
+
 	// reclaimFor runs the issue's reclaim with b's gang of the given kind:
 	// "native" (a scheduling.k8s.io PodGroup, the PodGroup cycle and
 	// ElasticQuota's PodGroupPostFilter) or "sp" (a scheduler-plugins
@@ -290,25 +313,7 @@ var _ = Describe("the native-gangs profile", func() {
 		Expect(eq.SchedulingV1alpha1().ElasticQuotas(ns).Delete(ctx, "quota", metav1.DeleteOptions{})).To(Succeed())
 		startScheduler()
 
-		team := func(prefix, min, max string) string {
-			GinkgoHelper()
-			n, err := env.Client.CoreV1().Namespaces().Create(ctx, sandbox.Namespace(prefix), metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func(ctx SpecContext) {
-				_ = env.Client.CoreV1().Pods(n.Name).DeleteCollection(ctx, *metav1.NewDeleteOptions(0), metav1.ListOptions{})
-				_ = env.Client.CoreV1().Namespaces().Delete(ctx, n.Name, metav1.DeleteOptions{})
-			})
-			_, err = eq.SchedulingV1alpha1().ElasticQuotas(n.Name).Create(ctx, &schedv1alpha1.ElasticQuota{
-				ObjectMeta: metav1.ObjectMeta{Namespace: n.Name, Name: "quota"},
-				Spec: schedv1alpha1.ElasticQuotaSpec{
-					Min: v1.ResourceList{v1.ResourceCPU: resource.MustParse(min)},
-					Max: v1.ResourceList{v1.ResourceCPU: resource.MustParse(max)},
-				},
-			}, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			return n.Name
-		}
-		a, b := team("reclaim-"+kind+"-a", "2", "6"), team("reclaim-"+kind+"-b", "4", "6")
+		a, b := team(ctx, "reclaim-"+kind+"-a", "2", "6"), team(ctx, "reclaim-"+kind+"-b", "4", "6")
 
 		By("a runs six 1-CPU pods: 4 CPU borrowed from b's min")
 		var borrowers []string
@@ -371,6 +376,69 @@ var _ = Describe("the native-gangs profile", func() {
 		Eventually(left).Should(Equal(2), "four of a's pods preempted")
 		Consistently(left, "3s").Should(Equal(2), "and no more: a runs its min")
 	}
+
+	It("reclaims for a native gang on the nodes it can use (issue 51, item 2): the borrower's Deployment keeps its min on the other node", func(ctx SpecContext) {
+		// a (min 2) runs two pods on y, older, then two on x; b's gang of
+		// 2 x 1 CPU may go to y only. Capped at a's min before the gang was
+		// placed, the two least important (x's, younger) were taken: of no
+		// use, so nothing was preempted and the gang waited for ever. Each
+		// node has two pod slots, the quota is in CPU (the profile's
+		// LoadAware keeps a node under 80% of its CPU, see reclaimFor).
+		nodes := map[string]map[string]string{"native-y": {"berth.dev/pool": "y"}, "native-x": {"berth.dev/pool": "x"}}
+		for name, labels := range nodes {
+			_, err := kwok.CreateNode(ctx, sandbox.NodeSpec{Name: name, CPU: "16", Memory: "48Gi", Pods: "2", Labels: labels})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) { Expect(kwok.DeleteNode(ctx, name)).To(Succeed()) })
+		}
+		Expect(kwok.WaitReady(ctx, time.Minute, "native-y", "native-x")).To(Succeed())
+		Expect(eq.SchedulingV1alpha1().ElasticQuotas(ns).Delete(ctx, "quota", metav1.DeleteOptions{})).To(Succeed())
+		startScheduler()
+		a, b := team(ctx, "pool-a", "2", "6"), team(ctx, "pool-b", "2", "2")
+
+		running := func(deployment string) func() ([]v1.Pod, error) {
+			return func() ([]v1.Pod, error) {
+				l, err := env.Client.CoreV1().Pods(a).List(ctx, metav1.ListOptions{LabelSelector: "app=" + deployment})
+				if err != nil {
+					return nil, err
+				}
+				var out []v1.Pod
+				for _, p := range l.Items {
+					if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && p.Status.StartTime != nil {
+						out = append(out, p)
+					}
+				}
+				return out, nil
+			}
+		}
+		By("a's Deployment on y starts first, its Deployment on x later: y's pods are the more important victims")
+		_, err := sandbox.CreateDeployment(ctx, env.Client, sandbox.PodSpec{Namespace: a, Name: "on-y", SchedulerName: "berth-native-gangs", CPU: "1", Memory: "64Mi",
+			NodeSelector: nodes["native-y"]}, 2)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(running("on-y")).Should(HaveLen(2))
+		ys, err := running("on-y")()
+		Expect(err).NotTo(HaveOccurred())
+		// Start times have a second's resolution: x's must be later.
+		Eventually(func() bool {
+			return time.Since(ys[1].Status.StartTime.Time) > 1100*time.Millisecond && time.Since(ys[0].Status.StartTime.Time) > 1100*time.Millisecond
+		}).Should(BeTrue())
+		_, err = sandbox.CreateDeployment(ctx, env.Client, sandbox.PodSpec{Namespace: a, Name: "on-x", SchedulerName: "berth-native-gangs", CPU: "1", Memory: "64Mi",
+			NodeSelector: nodes["native-x"]}, 2)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(running("on-x")).Should(HaveLen(2))
+
+		By("b's native gang of 2 x 1 CPU for y: a's pods on y are preempted, a keeps its min on x")
+		ns = b
+		members := gang(ctx, "on-y", 2, 2, "1", func(p *v1.Pod) { p.Spec.NodeSelector = nodes["native-y"] })
+		Eventually(bound(ctx, members), time.Minute).Should(Equal(2))
+		for _, m := range members {
+			Expect(sandbox.NodeNameOf(ctx, env.Client, b, m)()).To(Equal("native-y"))
+		}
+		Eventually(running("on-y")).Should(BeEmpty())
+		Consistently(running("on-x"), "3s").Should(HaveLen(2), "a keeps its min, on x")
+		preempted, err := env.Client.CoreV1().Events(a).List(ctx, metav1.ListOptions{FieldSelector: "reason=Preempted"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(preempted.Items).To(HaveLen(2), "two evictions: y's pods")
+	})
 
 	It("reclaims borrowed CPU for a native gang whose namespace is within its min: the borrower's pods are preempted until the whole gang fits, and no more", func(ctx SpecContext) {
 		reclaimFor(ctx, "native")
