@@ -275,18 +275,36 @@ func resourceKey(gvr schema.GroupVersionResource) string {
 	return gvr.Resource + "." + gvr.Group
 }
 
+// keptManagedFields is what a snapshot keeps of u's managed fields: of a
+// pod, the entries of the binding subresource and of the kubelet's status
+// writes, without their field sets (AdmissionFeedback counts a refusal
+// only of a pod a scheduler bound, and times it by the kubelet's write).
+func keptManagedFields(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry {
+	if u.GetKind() != "Pod" {
+		return nil
+	}
+	var kept []metav1.ManagedFieldsEntry
+	for _, e := range u.GetManagedFields() {
+		if e.Subresource == "binding" || e.Manager == "kubelet" && e.Subresource == "status" {
+			kept = append(kept, metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation, APIVersion: e.APIVersion, Time: e.Time, Subresource: e.Subresource})
+		}
+	}
+	return kept
+}
+
 // containerFieldsDropped are the container fields no scheduling plugin
 // reads and that may carry secrets or internal detail.
 var containerFieldsDropped = []string{"env", "envFrom", "command", "args", "workingDir",
 	"livenessProbe", "readinessProbe", "startupProbe", "lifecycle"}
 
 // Sanitize drops from u what scheduling never reads and what may be secret:
-// managed fields, kubectl's last-applied annotation (a copy of the object as
+// managed fields (but of a pod's, the facts AdmissionFeedback reads:
+// whether a scheduler bound it, when the kubelet last wrote its status), kubectl's last-applied annotation (a copy of the object as
 // applied, env included), containers' env, commands, args and probes in
 // pods and pod templates, and containers' states (a terminated container's
 // message is whatever it printed last) and runtime IDs.
 func Sanitize(u *unstructured.Unstructured) {
-	u.SetManagedFields(nil)
+	u.SetManagedFields(keptManagedFields(u))
 	if a := u.GetAnnotations(); a != nil {
 		if _, ok := a["kubectl.kubernetes.io/last-applied-configuration"]; ok {
 			delete(a, "kubectl.kubernetes.io/last-applied-configuration")

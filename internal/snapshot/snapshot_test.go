@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -244,5 +245,27 @@ func TestTakeWritesAFileOpenReads(t *testing.T) {
 	}
 	if _, err := Open(strings.NewReader(`{"apiVersion":"v1","kind":"List","items":[]}`)); err == nil || !strings.Contains(err.Error(), "not a Berth snapshot") {
 		t.Errorf("Open of a List: %v, want 'not a Berth snapshot'", err)
+	}
+}
+
+// A pod keeps, of its managed fields, what AdmissionFeedback reads: that a
+// scheduler bound it and when the kubelet last wrote its status, without the
+// field sets (issue 51, items 5 and 8); other managers' entries go.
+func TestSanitizeKeepsTheBindingAndTheKubeletsWrite(t *testing.T) {
+	p := pod("payments-7d9f-abcde", "worker-1", nil)
+	at := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	fields := &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:nodeName":{}}}`)}
+	p.SetManagedFields([]metav1.ManagedFieldsEntry{
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: fields},
+		{Manager: "berth", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "binding", FieldsV1: fields},
+		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &at, FieldsV1: fields},
+	})
+	Sanitize(p)
+	want := []metav1.ManagedFieldsEntry{
+		{Manager: "berth", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "binding"},
+		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &at},
+	}
+	if diff := cmp.Diff(want, p.GetManagedFields()); diff != "" {
+		t.Errorf("managed fields kept (-want,+got):\n%s", diff)
 	}
 }

@@ -9,6 +9,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/test/integration/framework"
@@ -101,6 +105,50 @@ var _ = Describe("AdmissionFeedback", func() {
 			g.Expect(p.Spec.NodeName).To(Equal(rc.BlackHole))
 			g.Expect(p.Status.Phase).To(Equal(v1.PodRunning), "the recovered node admitted the pod")
 		}).Should(Succeed())
+	})
+	It("does not let one namespace make a node avoided by all: refusals of pods no scheduler bound are not counted (issue 51, item 8)", func(ctx SpecContext) {
+		tenant, other := newNamespace(ctx, "af-tenant"), newNamespace(ctx, "af-other")
+		sel := map[string]string{"berth.dev/spec": "af-tenant"}
+		createNodes(ctx, sandbox.NodeSpec{Name: "af-tenant-big", CPU: "16", Memory: "32Gi", Labels: sel},
+			sandbox.NodeSpec{Name: "af-tenant-small-1", CPU: "4", Memory: "8Gi", Labels: sel},
+			sandbox.NodeSpec{Name: "af-tenant-small-2", CPU: "4", Memory: "8Gi", Labels: sel})
+		probe := func(name string) string {
+			GinkgoHelper()
+			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: other, Name: name, SchedulerName: "berth-admissionfeedback", CPU: "500m", NodeSelector: sel})
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(sandbox.NodeNameOf(ctx, env.Client, other, name)).ShouldNot(BeEmpty())
+			return must(sandbox.NodeNameOf(ctx, env.Client, other, name)())
+		}
+		Expect(probe("control")).To(Equal("af-tenant-big"), "the roomiest node is preferred")
+
+		By("a tenant creates three ReplicaSets' pods on the big node with spec.nodeName and an affinity it cannot meet; its kubelet refuses them")
+		// The kubelet's status write, as the kubelet makes it (field manager kubelet).
+		cfg := rest.CopyConfig(env.Config)
+		cfg.UserAgent = "kubelet"
+		kubelet, err := kubernetes.NewForConfig(cfg)
+		Expect(err).NotTo(HaveOccurred())
+		notScheduled := func() float64 {
+			return must(framework.Counter("berth_admissionfeedback_refusals_not_scheduled_total", nil))
+		}
+		counted := func() float64 {
+			return must(framework.Counter("berth_admissionfeedback_refusals_total", map[string]string{"reason": "NodeAffinity"}))
+		}
+		before := notScheduled() + counted()
+		for i := range 3 {
+			p := sandbox.MakePod(sandbox.PodSpec{Namespace: tenant, Name: fmt.Sprintf("pinned-%d", i), CPU: "100m", NodeSelector: map[string]string{"berth.dev/never": "true"}})
+			p.Spec.NodeName = "af-tenant-big"
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: fmt.Sprintf("pinned-%d", i), UID: types.UID(fmt.Sprintf("pinned-rs-%d", i)), Controller: ptr.To(true)}}
+			created, err := env.Client.CoreV1().Pods(tenant).Create(ctx, p, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			created.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: "NodeAffinity", Message: "Pod was rejected: Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector"}
+			_, err = kubelet.CoreV1().Pods(tenant).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		// AdmissionFeedback has seen the three refusals (counted or not).
+		Eventually(func() float64 { return notScheduled() + counted() - before }).Should(BeNumerically("==", 3))
+
+		By("another team's pod still goes to the roomiest node")
+		Expect(probe("after")).To(Equal("af-tenant-big"), "the tenant's own pods made the node no black hole")
 	})
 })
 

@@ -244,6 +244,9 @@ func (r *replay) add(logger klog.Logger, obj any) {
 	r.mu.Unlock()
 	if o, ok := r.sh.refusalOf(pod, true); ok {
 		r.sh.record(logger, o, true)
+	} else if r.sh.isRefusal(pod) && !scheduledBy(pod) {
+		refusalsNotScheduled.Inc()
+		logger.V(4).Info("AdmissionFeedback: not counting the refusal of a pod no scheduler bound", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "reason", pod.Status.Reason)
 	}
 }
 
@@ -265,9 +268,18 @@ func slimFailedPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone
 	}
+	// Of the managed fields, whether a scheduler bound the pod and when the
+	// kubelet last wrote its status (scheduledBy, kubeletWrite).
+	var managed []metav1.ManagedFieldsEntry
+	if scheduledBy(pod) {
+		managed = append(managed, metav1.ManagedFieldsEntry{Subresource: bindingSubresource})
+	}
+	if t := kubeletWrite(pod); !t.IsZero() {
+		managed = append(managed, metav1.ManagedFieldsEntry{Manager: kubeletManager, Subresource: statusSubresource, Time: &metav1.Time{Time: t}})
+	}
 	slim := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-			ResourceVersion: pod.ResourceVersion, OwnerReferences: pod.OwnerReferences},
+			ResourceVersion: pod.ResourceVersion, OwnerReferences: pod.OwnerReferences, ManagedFields: managed},
 		Spec: v1.PodSpec{NodeName: pod.Spec.NodeName},
 		Status: v1.PodStatus{Phase: pod.Status.Phase, Reason: pod.Status.Reason,
 			Message: truncate(pod.Status.Message, maxMessage), StartTime: pod.Status.StartTime},
@@ -291,12 +303,51 @@ func latestTransition(pod *v1.Pod) time.Time {
 	return t
 }
 
+// The managed-fields entries refusals are read from: the binding
+// subresource a scheduler binds through, and the kubelet's status writes.
+const (
+	bindingSubresource = "binding"
+	statusSubresource  = "status"
+	kubeletManager     = "kubelet"
+)
+
+// scheduledBy: a scheduler bound the pod, through the binding subresource
+// (its managedFields say so; tenants are not granted pods/binding). A pod
+// created with spec.nodeName was placed by its author, not by a scheduler:
+// its refusal says nothing of the node's admission of scheduled pods, and
+// counting it would let any namespace make a node a black hole for all.
+func scheduledBy(pod *v1.Pod) bool {
+	for _, e := range pod.ManagedFields {
+		if e.Subresource == bindingSubresource {
+			return true
+		}
+	}
+	return false
+}
+
+// kubeletWrite is when the kubelet last wrote the pod's status, as its
+// managedFields record it (zero when they do not).
+func kubeletWrite(pod *v1.Pod) time.Time {
+	var t time.Time
+	for _, e := range pod.ManagedFields {
+		if e.Manager == kubeletManager && e.Subresource == statusSubresource && e.Time != nil && e.Time.After(t) {
+			t = e.Time.Time
+		}
+	}
+	return t
+}
+
 // statusTime is when a Failed pod of the informer's initial list failed, as
-// near as its status says: the kubelet turns the Ready condition False when
-// it refuses a pod, also one it admits again after a restart, whose
-// startTime is the original (days ago, maybe); without conditions, the
-// startTime the kubelet sets when it refuses a pod that never ran.
+// near as the pod says: the kubelet's last status write (the refusal: a
+// Failed pod's status is not written again); without one, the latest
+// condition transition (a kubelet that re-admits a pod after a restart turns
+// Ready False; 1.37's rejectPod writes no condition and keeps the old
+// startTime, days ago maybe); without conditions, the startTime the kubelet
+// sets when it refuses a pod that never ran.
 func statusTime(pod *v1.Pod) time.Time {
+	if t := kubeletWrite(pod); !t.IsZero() {
+		return t
+	}
 	if t := latestTransition(pod); !t.IsZero() {
 		return t
 	}
@@ -307,12 +358,13 @@ func statusTime(pod *v1.Pod) time.Time {
 }
 
 // refusalOf reads a refused pod: Failed with an admission reason, on a
-// node, of a controller that is not a DaemonSet. live: the informer sees the
+// node a scheduler bound it to (scheduledBy), of a controller that is not a
+// DaemonSet. live: the informer sees the
 // pod turn Failed now (after its initial list), and the refusal is timed
 // now; a pod of the initial list (this scheduler just started) is timed by
 // its status (statusTime), never later than now.
 func (sh *shared) refusalOf(pod *v1.Pod, live bool) (observed, bool) {
-	if !sh.isRefusal(pod) {
+	if !sh.isRefusal(pod) || !scheduledBy(pod) {
 		return observed{}, false
 	}
 	ctrl, ok := controllerOf(pod)

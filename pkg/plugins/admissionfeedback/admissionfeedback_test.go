@@ -106,10 +106,14 @@ func rsRef(name string) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name, UID: types.UID("uid-" + name), Controller: ptr.To(true)}
 }
 
-// refused is a pod of ReplicaSet rs that node refused with reason at.
+// refused is a pod of ReplicaSet rs that node refused with reason at, bound
+// to node by a scheduler (through the binding subresource, as its
+// managedFields record).
 func refused(name, rs, node, reason string, at time.Time) *v1.Pod {
 	p := st.MakePod().Namespace(ns).Name(name).UID(name).Node(node).Obj()
 	p.OwnerReferences = []metav1.OwnerReference{rsRef(rs)}
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate},
+		{Manager: "kube-scheduler", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "binding"}}
 	p.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason,
 		Message: "Pod was rejected: Allocate failed due to no healthy devices present; cannot allocate unhealthy devices example.com/gpu", StartTime: &metav1.Time{Time: at}}
 	return p

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // readmitted is a pod of rs that ran on node since long ago and was refused
@@ -122,4 +123,45 @@ func (e *env) waitingPods() int {
 		}
 	}
 	return n
+}
+
+// Issue 51, item 8: a pod created with spec.nodeName (no scheduler bound it:
+// its managedFields have no binding entry) says nothing of how the node
+// admits what schedulers place there, and any tenant can make one. Its
+// refusal is not counted: three such ReplicaSets made a node a black hole
+// for every pod.
+func TestRefusalOfAPodNoSchedulerBoundIsIgnored(t *testing.T) {
+	e := newEnv(t, nil)
+	for i, rs := range []string{"t1", "t2", "t3"} {
+		p := refused(fmt.Sprintf("%s-0", rs), rs, "n1", "NodeAffinity", t0.Add(-time.Duration(i)*time.Second))
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate}}
+		e.observe(p)
+	}
+	if bh := e.pl.shared.blackHoles(); bh.Len() != 0 {
+		t.Errorf("black holes %v from pods created on the node by a tenant, want none", bh.UnsortedList())
+	}
+	if rejected, _ := e.avoided(pending("t1-1", "t1"), "n1", "n2"); len(rejected) != 0 {
+		t.Errorf("rejected %v for the tenant's own next pod, want none: no scheduler placed the refused one", rejected)
+	}
+	// The same refusals of pods a scheduler bound do count.
+	e.observe(refused("web-0", "web", "n1", "NodeAffinity", t0))
+	if rejected, _ := e.avoided(pending("web-1", "web"), "n1", "n2"); !slices.Equal(keys(rejected), []string{"n1"}) {
+		t.Errorf("rejected %v after n1 refused a pod a scheduler bound, want n1", rejected)
+	}
+}
+
+// Issue 51, item 5: 1.37's kubelet writes a refusal (rejectPod) without
+// conditions and keeps the pod's old startTime; a scheduler that starts
+// later must time the refusal by the kubelet's status write, which the
+// pod's managedFields record (manager kubelet, subresource status).
+func TestARefusalReplayedAtStartUpIsTimedByTheKubeletsWrite(t *testing.T) {
+	p := refused("web-old", "web", "n1", "UnexpectedAdmissionError", t0.Add(-72*time.Hour))
+	p.ManagedFields = append(p.ManagedFields, metav1.ManagedFieldsEntry{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate,
+		Subresource: "status", Time: ptr.To(metav1.NewTime(t0.Add(-time.Minute)))})
+	// The informer of Failed pods slims what it lists (slimFailedPod).
+	e := newEnv(t, nil, p)
+	rejected, _ := e.avoided(pending("web-new", "web"), "n1", "n2")
+	if !slices.Equal(keys(rejected), []string{"n1"}) {
+		t.Errorf("rejected %v a minute after n1 refused web's pod (startTime three days ago, no conditions), want n1 avoided", rejected)
+	}
 }

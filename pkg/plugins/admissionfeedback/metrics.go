@@ -36,6 +36,13 @@ var (
 		Help:           "Controller-and-node refusals held in memory (bounded; each is forgotten maxRefusalTTL after its avoidance ends).",
 		StabilityLevel: metrics.ALPHA,
 	})
+	refusalsNotScheduled = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem: metricsSubsystem,
+		Name:      "refusals_not_scheduled_total",
+		Help: "Refusals not counted because no scheduler bound the pod (it was created with spec.nodeName: " +
+			"no binding entry in its managedFields), so one namespace cannot make a node avoided by all.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	refusalsEvicted = metrics.NewCounter(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "refusals_evicted_total",
@@ -48,7 +55,7 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(refusalsTotal, nodesSkipped, blackHoleNodes, rememberedRefusals, refusalsEvicted)
+		legacyregistry.MustRegister(refusalsTotal, refusalsNotScheduled, nodesSkipped, blackHoleNodes, rememberedRefusals, refusalsEvicted)
 		// Every reason label reasonLabel gives, at 0, for the dashboard.
 		for r := range knownReasons {
 			refusalsTotal.WithLabelValues(r)
