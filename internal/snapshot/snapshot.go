@@ -276,20 +276,40 @@ func resourceKey(gvr schema.GroupVersionResource) string {
 }
 
 // keptManagedFields is what a snapshot keeps of u's managed fields: of a
-// pod, the entries of the binding subresource and of the kubelet's status
-// writes, without their field sets (AdmissionFeedback counts a refusal
-// only of a pod a scheduler bound, and times it by the kubelet's write).
+// pod, the kubelet's status writes and an entry that owns spec.nodeName
+// (its author placed it; a scheduler's binding leaves none), without any
+// other field: AdmissionFeedback counts a refusal only of a pod a
+// scheduler bound, and times it by the kubelet's write.
 func keptManagedFields(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry {
 	if u.GetKind() != "Pod" {
 		return nil
 	}
 	var kept []metav1.ManagedFieldsEntry
 	for _, e := range u.GetManagedFields() {
-		if e.Subresource == "binding" || e.Manager == "kubelet" && e.Subresource == "status" {
+		switch {
+		case e.Manager == "kubelet" && e.Subresource == "status":
 			kept = append(kept, metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation, APIVersion: e.APIVersion, Time: e.Time, Subresource: e.Subresource})
+		case e.Subresource == "" && ownsNodeName(e.FieldsV1):
+			kept = append(kept, metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation, APIVersion: e.APIVersion, Time: e.Time,
+				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:nodeName":{}}}`)}})
 		}
 	}
 	return kept
+}
+
+// ownsNodeName: the field set names spec.nodeName.
+func ownsNodeName(f *metav1.FieldsV1) bool {
+	if f == nil {
+		return false
+	}
+	var fields struct {
+		Spec map[string]json.RawMessage `json:"f:spec"`
+	}
+	if json.Unmarshal(f.Raw, &fields) != nil {
+		return false
+	}
+	_, ok := fields.Spec["f:nodeName"]
+	return ok
 }
 
 // containerFieldsDropped are the container fields no scheduling plugin
@@ -299,7 +319,8 @@ var containerFieldsDropped = []string{"env", "envFrom", "command", "args", "work
 
 // Sanitize drops from u what scheduling never reads and what may be secret:
 // managed fields (but of a pod's, the facts AdmissionFeedback reads:
-// whether a scheduler bound it, when the kubelet last wrote its status), kubectl's last-applied annotation (a copy of the object as
+// whether its author set spec.nodeName, when the kubelet last wrote its
+// status), kubectl's last-applied annotation (a copy of the object as
 // applied, env included), containers' env, commands, args and probes in
 // pods and pod templates, and containers' states (a terminated container's
 // message is whatever it printed last) and runtime IDs.

@@ -248,21 +248,24 @@ func TestTakeWritesAFileOpenReads(t *testing.T) {
 	}
 }
 
-// A pod keeps, of its managed fields, what AdmissionFeedback reads: that a
-// scheduler bound it and when the kubelet last wrote its status, without the
-// field sets (issue 51, items 5 and 8); other managers' entries go.
-func TestSanitizeKeepsTheBindingAndTheKubeletsWrite(t *testing.T) {
+// A pod keeps, of its managed fields, what AdmissionFeedback reads: that its
+// author set spec.nodeName, and when the kubelet last wrote its status, with
+// no other field (issue 51, items 5 and 8); other entries go.
+func TestSanitizeKeepsTheAuthorsNodeNameAndTheKubeletsWrite(t *testing.T) {
 	p := pod("payments-7d9f-abcde", "worker-1", nil)
 	at := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
-	fields := &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:nodeName":{}}}`)}
 	p.SetManagedFields([]metav1.ManagedFieldsEntry{
-		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: fields},
-		{Manager: "berth", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "binding", FieldsV1: fields},
-		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &at, FieldsV1: fields},
+		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:containers":{}}}`)}},
+		{Manager: "tenant", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:containers":{},"f:nodeName":{}}}`)}},
+		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &at, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:phase":{}}}`)}},
 	})
 	Sanitize(p)
 	want := []metav1.ManagedFieldsEntry{
-		{Manager: "berth", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "binding"},
+		{Manager: "tenant", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
+			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:nodeName":{}}}`)}},
 		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &at},
 	}
 	if diff := cmp.Diff(want, p.GetManagedFields()); diff != "" {

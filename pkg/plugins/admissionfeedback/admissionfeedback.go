@@ -7,6 +7,7 @@ package admissionfeedback
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -244,7 +245,7 @@ func (r *replay) add(logger klog.Logger, obj any) {
 	r.mu.Unlock()
 	if o, ok := r.sh.refusalOf(pod, true); ok {
 		r.sh.record(logger, o, true)
-	} else if r.sh.isRefusal(pod) && !scheduledBy(pod) {
+	} else if r.sh.isRefusal(pod) && placedByAuthor(pod) {
 		refusalsNotScheduled.Inc()
 		logger.V(4).Info("AdmissionFeedback: not counting the refusal of a pod no scheduler bound", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "reason", pod.Status.Reason)
 	}
@@ -268,11 +269,12 @@ func slimFailedPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil // a tombstone
 	}
-	// Of the managed fields, whether a scheduler bound the pod and when the
-	// kubelet last wrote its status (scheduledBy, kubeletWrite).
+	// Of the managed fields, whether the pod's author set spec.nodeName and
+	// when the kubelet last wrote its status (placedByAuthor, kubeletWrite).
 	var managed []metav1.ManagedFieldsEntry
-	if scheduledBy(pod) {
-		managed = append(managed, metav1.ManagedFieldsEntry{Subresource: bindingSubresource})
+	if placedByAuthor(pod) {
+		managed = append(managed, metav1.ManagedFieldsEntry{Manager: "author", Operation: metav1.ManagedFieldsOperationUpdate,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(nodeNameFields)}})
 	}
 	if t := kubeletWrite(pod); !t.IsZero() {
 		managed = append(managed, metav1.ManagedFieldsEntry{Manager: kubeletManager, Subresource: statusSubresource, Time: &metav1.Time{Time: t}})
@@ -303,23 +305,32 @@ func latestTransition(pod *v1.Pod) time.Time {
 	return t
 }
 
-// The managed-fields entries refusals are read from: the binding
-// subresource a scheduler binds through, and the kubelet's status writes.
+// The managed fields refusals are read from: the kubelet's status writes,
+// and spec.nodeName owned by the pod's author.
 const (
-	bindingSubresource = "binding"
-	statusSubresource  = "status"
-	kubeletManager     = "kubelet"
+	statusSubresource = "status"
+	kubeletManager    = "kubelet"
+	nodeNameFields    = `{"f:spec":{"f:nodeName":{}}}`
 )
 
-// scheduledBy: a scheduler bound the pod, through the binding subresource
-// (its managedFields say so; tenants are not granted pods/binding). A pod
-// created with spec.nodeName was placed by its author, not by a scheduler:
-// its refusal says nothing of the node's admission of scheduled pods, and
-// counting it would let any namespace make a node a black hole for all.
-func scheduledBy(pod *v1.Pod) bool {
+// placedByAuthor: whoever created or updated the pod set spec.nodeName (an
+// entry of its managedFields, not of a subresource, owns it). A scheduler
+// binds through the binding subresource, which the API server writes
+// without a managed-fields entry. A pod placed by its author says nothing
+// of how the node admits what schedulers place there, and counting its
+// refusal would let any namespace make a node a black hole for all.
+func placedByAuthor(pod *v1.Pod) bool {
 	for _, e := range pod.ManagedFields {
-		if e.Subresource == bindingSubresource {
-			return true
+		if e.Subresource != "" || e.FieldsV1 == nil {
+			continue
+		}
+		var f struct {
+			Spec map[string]json.RawMessage `json:"f:spec"`
+		}
+		if err := json.Unmarshal(e.FieldsV1.Raw, &f); err == nil {
+			if _, ok := f.Spec["f:nodeName"]; ok {
+				return true
+			}
 		}
 	}
 	return false
@@ -358,13 +369,13 @@ func statusTime(pod *v1.Pod) time.Time {
 }
 
 // refusalOf reads a refused pod: Failed with an admission reason, on a
-// node a scheduler bound it to (scheduledBy), of a controller that is not a
+// node a scheduler bound it to (not placedByAuthor), of a controller that is not a
 // DaemonSet. live: the informer sees the
 // pod turn Failed now (after its initial list), and the refusal is timed
 // now; a pod of the initial list (this scheduler just started) is timed by
 // its status (statusTime), never later than now.
 func (sh *shared) refusalOf(pod *v1.Pod, live bool) (observed, bool) {
-	if !sh.isRefusal(pod) || !scheduledBy(pod) {
+	if !sh.isRefusal(pod) || placedByAuthor(pod) {
 		return observed{}, false
 	}
 	ctrl, ok := controllerOf(pod)

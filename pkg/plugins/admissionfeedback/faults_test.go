@@ -126,7 +126,7 @@ func (e *env) waitingPods() int {
 }
 
 // Issue 51, item 8: a pod created with spec.nodeName (no scheduler bound it:
-// its managedFields have no binding entry) says nothing of how the node
+// its creator's managed fields own spec.nodeName) says nothing of how the node
 // admits what schedulers place there, and any tenant can make one. Its
 // refusal is not counted: three such ReplicaSets made a node a black hole
 // for every pod.
@@ -134,7 +134,12 @@ func TestRefusalOfAPodNoSchedulerBoundIsIgnored(t *testing.T) {
 	e := newEnv(t, nil)
 	for i, rs := range []string{"t1", "t2", "t3"} {
 		p := refused(fmt.Sprintf("%s-0", rs), rs, "n1", "NodeAffinity", t0.Add(-time.Duration(i)*time.Second))
-		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate}}
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:containers":{},"f:nodeName":{}}}`)}}}
+		slim, err := slimFailedPod(p)
+		if err != nil || !placedByAuthor(slim.(*v1.Pod)) {
+			t.Fatalf("the slim pod (%v) lost who placed it", err)
+		}
 		e.observe(p)
 	}
 	if bh := e.pl.shared.blackHoles(); bh.Len() != 0 {

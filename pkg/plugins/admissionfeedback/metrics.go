@@ -39,8 +39,8 @@ var (
 	refusalsNotScheduled = metrics.NewCounter(&metrics.CounterOpts{
 		Subsystem: metricsSubsystem,
 		Name:      "refusals_not_scheduled_total",
-		Help: "Refusals not counted because no scheduler bound the pod (it was created with spec.nodeName: " +
-			"no binding entry in its managedFields), so one namespace cannot make a node avoided by all.",
+		Help: "Refusals not counted because no scheduler bound the pod (its author set spec.nodeName, " +
+			"as its managedFields say), so one namespace cannot make a node avoided by all.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	refusalsEvicted = metrics.NewCounter(&metrics.CounterOpts{

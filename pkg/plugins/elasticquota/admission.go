@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -44,6 +45,22 @@ type preFilterState struct {
 	// gangName is the gang's key, gangSize the number of members it sums.
 	gangName string
 	gangSize int
+	// room is whether the gang's quota admits it with every pod it may
+	// preempt gone, in the whole cluster: decided once per cycle, shared by
+	// the clones the preemption makes per node.
+	room *gangRoom
+}
+
+// gangRoom holds gangFits's answer for one cycle.
+type gangRoom struct {
+	once   sync.Once
+	denial *denial
+}
+
+// check returns the answer, computing it on first use.
+func (r *gangRoom) check(compute func() *denial) *denial {
+	r.once.Do(func() { r.denial = compute() })
+	return r.denial
 }
 
 func (s *preFilterState) Clone() fwk.StateData {

@@ -57,6 +57,8 @@ const (
 // ElasticQuota is the plugin. All its instances in a process (one per
 // profile) share one quota state, since they share one cluster.
 type ElasticQuota struct {
+	// ctx is the scheduler's (New's): what the plugin starts ends with it.
+	ctx    context.Context
 	fh     fwk.Handle
 	fts    feature.Features
 	denied bool
@@ -140,6 +142,7 @@ func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, 
 		}
 		fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 		pl := &ElasticQuota{
+			ctx:    ctx,
 			fh:     h,
 			fts:    fts,
 			denied: args.NamespacesWithoutQuota == config.NamespacesWithoutQuotaDenied,
@@ -287,15 +290,22 @@ func (pl *ElasticQuota) wakeAfterPreemption(ctx context.Context, p *v1.Pod) {
 	}
 	logger := klog.FromContext(ctx)
 	go func() {
-		defer pl.shared.waking.Delete(p.UID)
-		ctx, cancel := context.WithTimeout(context.Background(), preemptionWakeTimeout)
+		ctx, cancel := context.WithTimeout(pl.ctx, preemptionWakeTimeout)
 		defer cancel()
-		if err := wait.PollUntilContextCancel(ctx, preemptionWakeInterval, false, func(context.Context) (bool, error) {
+		err := wait.PollUntilContextCancel(ctx, preemptionWakeInterval, false, func(context.Context) (bool, error) {
 			return !pl.executor.IsPodRunningPreemption(p.UID), nil
-		}); err != nil {
+		})
+		// Forgotten before the activation: Activate runs PreEnqueue, which
+		// watches again if the preemption still runs (or a new one began).
+		pl.shared.waking.Delete(p.UID)
+		switch {
+		case pl.ctx.Err() != nil:
+			return // the scheduler is stopping
+		case err != nil:
 			logger.Info("ElasticQuota: the pod's preemption did not end in time; activating it", "pod", klog.KObj(p), "timeout", preemptionWakeTimeout)
+		default:
+			logger.V(4).Info("ElasticQuota: the pod's preemption ended; activating it", "pod", klog.KObj(p))
 		}
-		logger.V(4).Info("ElasticQuota: the pod's preemption ended; activating it", "pod", klog.KObj(p))
 		pl.fh.Activate(logger, map[string]*v1.Pod{p.Namespace + "/" + p.Name: p})
 	}()
 }
@@ -356,7 +366,7 @@ func (pl *ElasticQuota) addGang(s *preFilterState, gone sets.Set[types.UID]) {
 		req.add(podRequest(p), 1)
 	}
 	s.gang = pl.shared.mgr.snapshotExcluding(pod, req, s.prio, pods, gone)
-	s.gangName, s.gangSize = group, len(pods)
+	s.gangName, s.gangSize, s.room = group, len(pods), &gangRoom{}
 }
 
 // SignPod adds nothing to the pod's signature and never refuses it: the

@@ -129,3 +129,26 @@ func TestAGangOverItsQuotaEvictsNothing(t *testing.T) {
 		t.Errorf("with max 7: got victims %v on %q, want [a-lo] on n1", v, n)
 	}
 }
+
+// A gang that fits its quota only once its own lower-priority pods on
+// several nodes are gone makes room member by member: each member's
+// preemption frees its own node, and the gang's sum is checked against every
+// pod it may take in the cluster, not the one node's (review of item 3).
+func TestAGangMakesRoomOnSeveralNodes(t *testing.T) {
+	nodes := []*v1.Node{node("n1", "1"), node("n2", "1")}
+	pods := []*v1.Pod{pod("a", "a-lo1", "1", 0, "n1"), pod("a", "a-lo2", "1", 0, "n2")}
+	pl, f, infos := newTestPlugin(t, nodes, pods, eq("a", rl("cpu", "2"), rl("cpu", "2")))
+	var gm []*v1.Pod
+	for i := range 2 {
+		m := pod("a", fmt.Sprintf("g%d", i), "1", 100, "")
+		m.Labels = map[string]string{schedv1alpha1.PodGroupLabel: "g"}
+		gm = append(gm, m)
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	if err := gang.Provide(ctx, f.ClientSet(), members{pods: gm}); err != nil {
+		t.Fatal(err)
+	}
+	if n, v := dryRun(t, pl, f, infos, gm[0], nil); n == "" || len(v) != 1 {
+		t.Errorf("got victims %v on %q, want one of a's low-priority pods on its node: the gang fits max 2 once both are gone", v, n)
+	}
+}

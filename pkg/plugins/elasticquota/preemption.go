@@ -2,6 +2,7 @@ package elasticquota
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -137,8 +138,10 @@ func (pl *ElasticQuota) OrderedScoreFuncs(context.Context, map[string]*extenderv
 }
 
 // SelectVictimsOnNode picks the fewest victims on a node that let the pod fit
-// both the node and its quota (a gang's member: with the members its gang
-// still needs, together; victims are chosen by the gang's arithmetic).
+// both the node and its quota. A gang's member preempts only if its gang's
+// quota would admit the members it still needs together once every pod they
+// may preempt in the cluster is gone (gangFitsWithoutVictims), and victims
+// are those the gang may take (its arithmetic decides whether it reclaims).
 // Eligible victims (see eligibleVictims) are all
 // removed, then reprieved most important first — own-namespace pods before
 // borrowers', PDB-violating before others — while the pod still fits.
@@ -148,6 +151,14 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 	s, err := readState(state)
 	if err != nil {
 		return nil, 0, fwk.AsStatus(err)
+	}
+	if s.gang != nil && s.gang.admit() != nil {
+		// The gang's quota refuses it: preempt for a member only if the
+		// gang would be admitted once every pod it may preempt anywhere is
+		// gone (each member then frees its own node's share).
+		if d := s.room.check(func() *denial { return pl.gangFitsWithoutVictims(s) }); d != nil {
+			return nil, 0, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "the pod group's quota does not admit it even without every pod it may preempt: "+d.msg)
+		}
 	}
 	potential := eligibleVictims(pl.shared.mgr, s.victimState(), allPossibleVictims, true)
 	if len(potential) == 0 {
@@ -183,7 +194,7 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 		return nil
 	}
 	fits := func() (bool, *fwk.Status) {
-		if s.hasQuota && s.admitAll() != nil {
+		if s.hasQuota && s.admit() != nil {
 			return false, nil
 		}
 		st := pl.fh.RunFilterPluginsWithNominatedPods(ctx, state, preemptor, nodeInfo)
@@ -247,6 +258,37 @@ func (pl *ElasticQuota) SelectVictimsOnNode(ctx context.Context, state fwk.Cycle
 		loggerV.Info("ElasticQuota victims on node", "pod", klog.KObj(preemptor), "node", mainNode, "victims", klog.KObjSlice(pods))
 	}
 	return pods, numViolating, nil
+}
+
+// gangFitsWithoutVictims: the denial of the gang of s by its quota with
+// every pod the gang may preempt, on any node, gone (nil: it would be
+// admitted). No member evicts anything for a gang that could never be
+// admitted (scheduler-plugins' CapacityScheduling re-checks its preemptor's
+// quota without its victims likewise).
+func (pl *ElasticQuota) gangFitsWithoutVictims(s *preFilterState) *denial {
+	nodes, err := pl.fh.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return &denial{reason: reasonMax, msg: fmt.Sprintf("listing the snapshot's nodes: %v", err)}
+	}
+	m := pl.shared.mgr
+	without := s.gang.Clone().(*preFilterState)
+	m.mu.RLock()
+	r := newVictimRule(m, s.gang)
+	for _, ni := range nodes {
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod()
+			ok, req := r.eligible(p)
+			if !ok {
+				continue
+			}
+			if req != nil {
+				r.take(p.Namespace, req)
+			}
+			without.adjust(p.Namespace, podRequest(p), m.quotas[p.Namespace] != nil, -1)
+		}
+	}
+	m.mu.RUnlock()
+	return without.admit()
 }
 
 // eligibleVictims applies ElasticQuota's rules to the node's possible victims

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -56,8 +57,10 @@ type Explain struct {
 	fitOpts    noderesources.ResourceRequestsOptions
 	out        *writer
 	now        func() time.Time
-	// budget bounds the explanations computed (nil: no bound).
-	budget *rate.Limiter
+	// budget bounds the explanations computed (nil: no bound), nsBudgets
+	// each namespace's share of it (a *rate.Limiter per namespace).
+	budget    *rate.Limiter
+	nsBudgets *utilcache.LRUExpireCache
 	// asked holds the pending pods whose request annotation appeared since
 	// the queue last read them (podUpdated), nAsked how many.
 	asked  sync.Map
@@ -125,6 +128,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	if n := args.MaxPerMinute; n > 0 {
 		pl.budget = rate.NewLimiter(rate.Limit(float64(n)/60), int(n))
+		pl.nsBudgets = utilcache.NewLRUExpireCache(maxNamespaceBudgets)
 	}
 	if f := h.SharedInformerFactory(); f != nil {
 		pl.pods = f.Core().V1().Pods().Lister()
@@ -278,15 +282,43 @@ func (pl *Explain) wants(pod *v1.Pod) bool {
 	return false
 }
 
-// withinBudget takes one explanation from the budget, or counts the pod
-// skipped.
+// A namespace's share of maxPerMinute, and how many namespaces' shares are
+// remembered (a namespace idle for a minute has its share whole again, so
+// one forgotten loses nothing).
+const (
+	namespaceShareDivisor = 4
+	maxNamespaceBudgets   = 4096
+)
+
+// withinBudget takes one explanation from the pod's namespace's share of the
+// budget and from the budget, or counts the pod skipped: the budget is the
+// cluster's, and one namespace whose pods all ask must not spend it all.
 func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod) bool {
-	if pl.budget == nil || pl.budget.Allow() {
+	if pl.budget == nil {
 		return true
 	}
+	ns := pl.namespaceBudget(pod.Namespace).Reserve()
+	if ns.OK() && ns.Delay() == 0 {
+		if pl.budget.Allow() {
+			return true
+		}
+	}
+	ns.Cancel()
 	skipped.WithLabelValues(skippedBudget).Inc()
-	klog.FromContext(ctx).V(4).Info("Explain: over maxPerMinute; not explaining this cycle", "pod", klog.KObj(pod))
+	klog.FromContext(ctx).V(4).Info("Explain: over maxPerMinute or the namespace's share of it; not explaining this cycle", "pod", klog.KObj(pod))
 	return false
+}
+
+// namespaceBudget is ns's share of the budget: a quarter of maxPerMinute, at
+// least one a minute.
+func (pl *Explain) namespaceBudget(ns string) *rate.Limiter {
+	if l, ok := pl.nsBudgets.Get(ns); ok {
+		return l.(*rate.Limiter)
+	}
+	share := max(pl.args.MaxPerMinute/namespaceShareDivisor, 1)
+	l := rate.NewLimiter(rate.Limit(float64(share)/60), int(share))
+	pl.nsBudgets.Add(ns, l, time.Minute)
+	return l
 }
 
 // cycleState marks a pod to explain and holds what the cycle scored.
@@ -739,13 +771,13 @@ func (pl *Explain) redact(r *Result, nodes []fwk.NodeInfo, keep sets.Set[string]
 
 // redactWords replaces every occurrence in s of one of names. A name is
 // matched as a whole: a run of the characters node names are made of
-// (letters, digits, '-', '_', '.'), or a part of such a run between dots, so
+// (lower-case letters, digits, '-', '.': DNS-1123), or a part of such a run between dots, so
 // that "node=gpu-1", "nodes/gpu-1/" and "gpu-1." lose the name while gpu-10
 // keeps its own; at each part the longest name wins (a dotted name is
 // replaced whole). Everything else in s is kept.
 func redactWords(s string, names sets.Set[string]) string {
 	nameChar := func(c byte) bool {
-		return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
+		return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '.'
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); {

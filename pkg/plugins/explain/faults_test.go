@@ -18,6 +18,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
 	"github.com/berth-scheduler/berth/apis/config"
@@ -141,6 +142,9 @@ func TestBudgetBoundsExplanations(t *testing.T) {
 	var objs []runtime.Object
 	for i := range 3 {
 		p := asking(fmt.Sprintf("huge-%d", i), "40")
+		// Three namespaces: each namespace's share (one a minute here)
+		// is TestANamespaceSpendsItsShareOfTheBudget's.
+		p.Namespace = fmt.Sprintf("team-%d", i)
 		asking3 = append(asking3, p)
 		objs = append(objs, p)
 	}
@@ -168,7 +172,7 @@ func TestBudgetBoundsExplanations(t *testing.T) {
 	if got := counted() - before; got != 1 {
 		t.Errorf("skipped{budget} grew by %v after two retries of an explained pending pod, want still 1", got)
 	}
-	p, err := s.cs.CoreV1().Pods("default").Get(s.ctx, "huge-2", metav1.GetOptions{})
+	p, err := s.cs.CoreV1().Pods("team-2").Get(s.ctx, "huge-2", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,8 +324,8 @@ func TestPendingExplanationNeverOverwritesAPlacement(t *testing.T) {
 
 // Issue 51, item 9: a name followed or led by '.', '/' or '=' is a name all
 // the same (a reason may quote "node=gpu-1" or a path "nodes/gpu-1/"); a
-// dotted node name is replaced whole, and a longer name that only starts
-// with a redacted one (gpu-1 and gpu-1.pool, gpu-10) is never cut into.
+// dotted node name is replaced whole; gpu-10 keeps its name beside a
+// redacted gpu-1, and what follows a redacted name after a dot stays.
 func TestRedactWordsEveryOccurrence(t *testing.T) {
 	names := sets.New("gpu-1", "ip-10-0-0-1.ec2.internal", "b")
 	for _, tc := range []struct{ in, want string }{
@@ -332,11 +336,39 @@ func TestRedactWordsEveryOccurrence(t *testing.T) {
 		{"on ip-10-0-0-1.ec2.internal: full", "on (redacted): full"},
 		{"ip-10-0-0-1.ec2.internal.", "(redacted)."},
 		{"gpu-10 and gpu-1.pool and gpu-1x", "gpu-10 and (redacted).pool and gpu-1x"},
+		{"gpu-1_x GPU-1 gpu-1:", "(redacted)_x GPU-1 (redacted):"},
 		// A one-letter name redacts the word, not every letter b.
 		{"b is busy: 0/3 nodes", "(redacted) is busy: 0/3 nodes"},
 	} {
 		if got := redactWords(tc.in, names); got != tc.want {
 			t.Errorf("redactWords(%q) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+// Issue 51, item 9: one namespace cannot spend the profile's whole budget:
+// each namespace may take a quarter of maxPerMinute (at least one), and the
+// rest is left to the others.
+func TestANamespaceSpendsItsShareOfTheBudget(t *testing.T) {
+	s := newSim(t, &config.ExplainArgs{TopNodes: 3, MaxPerMinute: 8}, nil, nil)
+	pod := func(ns, name string) *v1.Pod {
+		return st.MakePod().Namespace(ns).Name(name).UID(ns + "/" + name).Obj()
+	}
+	got := 0
+	for i := range 8 {
+		if s.pl.withinBudget(s.ctx, pod("greedy", fmt.Sprintf("p%d", i))) {
+			got++
+		}
+	}
+	if got != 2 {
+		t.Errorf("one namespace got %d of a budget of 8 at once, want its share, 2", got)
+	}
+	for i := range 6 {
+		if !s.pl.withinBudget(s.ctx, pod(fmt.Sprintf("team-%d", i%3), fmt.Sprintf("p%d", i))) {
+			t.Errorf("team-%d's explanation %d refused: the greedy namespace spent what was theirs", i%3, i)
+		}
+	}
+	if s.pl.withinBudget(s.ctx, pod("team-3", "p")) {
+		t.Error("the profile's budget of 8 was exceeded")
 	}
 }
