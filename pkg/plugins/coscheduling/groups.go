@@ -523,7 +523,9 @@ func (m *manager) pendingMembers(key string) map[string]*v1.Pod {
 }
 
 // toPlace returns pod and as many other unplaced members of key's group as
-// the group still needs to reach minMember (by name, for a stable answer).
+// the group still needs to reach minMember: those a preemption nominated
+// first (their room is promised, and ElasticQuota counts them among the
+// gang's, not again as nominated pods), then by name, for a stable answer.
 func (m *manager) toPlace(key string, pod *v1.Pod) []*v1.Pod {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -541,7 +543,12 @@ func (m *manager) toPlace(key string, pod *v1.Pod) []*v1.Pod {
 			others = append(others, mem.pod)
 		}
 	}
-	sort.Slice(others, func(i, j int) bool { return others[i].Name < others[j].Name })
+	sort.Slice(others, func(i, j int) bool {
+		if ni, nj := others[i].Status.NominatedNodeName != "", others[j].Status.NominatedNodeName != ""; ni != nj {
+			return ni
+		}
+		return others[i].Name < others[j].Name
+	})
 	if len(others) > need-1 {
 		others = others[:need-1]
 	}

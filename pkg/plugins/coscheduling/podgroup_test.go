@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -78,5 +79,30 @@ profiles:
 	pl.shared.mgr.mu.RUnlock()
 	if tracked {
 		t.Error("Coscheduling tracks the native gang as one of its own")
+	}
+}
+
+// The members toPlace names beside the pod are those a preemption nominated
+// first: ElasticQuota sums them as the gang's and leaves them out of the
+// nominated pods, so a nominated member left out would count twice (issue
+// 51, item 1, with more replicas than minMember).
+func TestToPlaceNamesNominatedMembersFirst(t *testing.T) {
+	mgr := newManager()
+	mgr.setSpec("jobs/g", &spec{name: "g", namespace: testNS, minMember: 4})
+	var pods []*v1.Pod
+	for i := range 6 {
+		p := memberPod("g", i)
+		if i >= 4 {
+			p.Status.NominatedNodeName = "n1"
+		}
+		mgr.observe("jobs/g", p)
+		pods = append(pods, p)
+	}
+	var names []string
+	for _, p := range mgr.toPlace("jobs/g", pods[0]) {
+		names = append(names, p.Name)
+	}
+	if want := []string{"g-0", "g-4", "g-5", "g-1"}; !slices.Equal(names, want) {
+		t.Errorf("toPlace = %v, want %v: the nominated members first", names, want)
 	}
 }
