@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	policy "k8s.io/api/policy/v1"
@@ -30,14 +31,18 @@ import (
 // (DefaultPreemption's, which knows nothing of quotas and is off beside
 // ElasticQuota):
 //
-//  1. every eligible victim is removed from the cycle's snapshot (the
-//     framework's mutable lister) and from the quota arithmetic the members'
-//     PreFilter takes (through the context), and the group is scheduled
-//     again (pgSchedulingFunc, the cycle's own algorithm); if it still does
-//     not fit, nothing is preempted;
+//  1. every eligible victim (all of a borrower's pods while it is above its
+//     min: where the group goes is not known yet) is removed from the
+//     cycle's snapshot (the framework's mutable lister) and from the quota
+//     arithmetic the members' PreFilter takes (through the context), and
+//     the group is scheduled again (pgSchedulingFunc, the cycle's own
+//     algorithm); if it still does not fit, nothing is preempted;
 //  2. victims are reprieved most important first (PDB-violating ones
 //     first) while the whole group still fits its quota and every placed
-//     member still passes Filter on its node;
+//     member still passes Filter on its node; one the group needs is taken
+//     only while its namespace stays at or above its min (the floor). A
+//     placement that needs more is tried again with what the floor kept in
+//     place, maxFloorTries placements at most;
 //  3. the rest are preempted through upstream's executor (DisruptionTarget
 //     condition, deletion, event), counted as leaving at once, and the
 //     members are nominated to the nodes of the simulation.
@@ -96,15 +101,35 @@ func (pl *ElasticQuota) preemptForGroup(ctx context.Context, pgInfo fwk.PodGroup
 		return nil, fwk.AsStatus(fmt.Errorf("listing PodDisruptionBudgets: %w", err))
 	}
 
-	if err := lister.StartMutations(); err != nil {
-		return nil, fwk.AsStatus(fmt.Errorf("starting snapshot mutations: %w", err))
-	}
-	sel, status := pl.selectGroupVictims(ctx, lister, s, members, eligible, pdbs, schedule)
-	if err := lister.EndMutations(); err != nil {
-		return nil, fwk.AsStatus(fmt.Errorf("ending snapshot mutations: %w", err))
-	}
-	if !status.IsSuccess() {
-		return nil, status
+	// A placement the min floor refuses (it needs a borrower below its min)
+	// is tried again with the victims the floor kept left in place, so the
+	// group's scheduling looks elsewhere; a few tries at most.
+	var sel *groupSelection
+	for try := 1; ; try++ {
+		if err := lister.StartMutations(); err != nil {
+			return nil, fwk.AsStatus(fmt.Errorf("starting snapshot mutations: %w", err))
+		}
+		var kept []preemption.Victim
+		var status *fwk.Status
+		sel, kept, status = pl.selectGroupVictims(ctx, lister, s, members, eligible, pdbs, schedule)
+		if err := lister.EndMutations(); err != nil {
+			return nil, fwk.AsStatus(fmt.Errorf("ending snapshot mutations: %w", err))
+		}
+		if !status.IsSuccess() {
+			return nil, status
+		}
+		if len(kept) == 0 {
+			break
+		}
+		if try == maxFloorTries {
+			return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("after %d placements the pod group still fits only if namespaces that borrow give up more than they borrow (below their min)", try))
+		}
+		eligible = slices.DeleteFunc(eligible, func(v preemption.Victim) bool {
+			return slices.ContainsFunc(kept, func(k preemption.Victim) bool { return k.Pods()[0].GetPod().UID == v.Pods()[0].GetPod().UID })
+		})
+		if len(eligible) == 0 {
+			return nil, fwk.NewStatus(fwk.Unschedulable, "the pod group fits only if namespaces that borrow give up more than they borrow (below their min)")
+		}
 	}
 
 	kind := kindNoQuota
@@ -134,6 +159,10 @@ func (pl *ElasticQuota) preemptForGroup(ctx context.Context, pgInfo fwk.PodGroup
 		fwk.NewStatus(fwk.Success, fmt.Sprintf("found a placement for the pod group, preempting %d pods", len(sel.victims.Pods)))
 }
 
+// maxFloorTries bounds the placements PodGroupPostFilter tries when the min
+// floor keeps victims a placement needs.
+const maxFloorTries = 3
+
 // groupSelection is what selectGroupVictims chose: the pods to preempt and
 // where the members go once they are gone.
 type groupSelection struct {
@@ -145,24 +174,24 @@ type groupSelection struct {
 // selectGroupVictims is steps 1 and 2 of PodGroupPostFilter, on a mutable
 // snapshot the caller started and ends (which undoes every change here).
 func (pl *ElasticQuota) selectGroupVictims(ctx context.Context, lister fwk.MutableSnapshotSharedLister, s *preFilterState, members []*v1.Pod,
-	eligible []preemption.Victim, pdbs []*policy.PodDisruptionBudget, schedule fwk.PodGroupSchedulingFunc) (*groupSelection, *fwk.Status) {
+	eligible []preemption.Victim, pdbs []*policy.PodDisruptionBudget, schedule fwk.PodGroupSchedulingFunc) (*groupSelection, []preemption.Victim, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	m := pl.shared.mgr
 	gone := sets.New[types.UID]()
 	for _, v := range eligible {
 		for _, pi := range v.Pods() {
 			if err := lister.RemovePod(logger, pi.GetPod(), pi.GetPod().Spec.NodeName); err != nil {
-				return nil, fwk.AsStatus(err)
+				return nil, nil, fwk.AsStatus(err)
 			}
 			gone.Insert(pi.GetPod().UID)
 		}
 	}
 	assignments, status := schedule(withGone(ctx, gone))
 	if status.IsError() {
-		return nil, status
+		return nil, nil, status
 	}
 	if !status.IsSuccess() {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("the pod group does not fit even without the %d pods it may preempt: %s", gone.Len(), status.Message()))
+		return nil, nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("the pod group does not fit even without the %d pods it may preempt: %s", gone.Len(), status.Message()))
 	}
 	var placed []fwk.ProposedAssignment
 	req := vec{}
@@ -265,11 +294,11 @@ func (pl *ElasticQuota) selectGroupVictims(ctx context.Context, lister fwk.Mutab
 	// victims taken before it. One the floor keeps goes back, and the group
 	// must then fit with it.
 	floor := &dryRunVictims{m: m, r: newVictimRule(m, s)}
-	kept := false
+	var kept []preemption.Victim
 	take := func(v preemption.Victim) (bool, error) {
 		for _, pi := range v.Pods() {
 			if !floor.Eligible(pi.GetPod()) {
-				kept = true
+				kept = append(kept, v)
 				return false, move(v, 1)
 			}
 		}
@@ -283,14 +312,14 @@ func (pl *ElasticQuota) selectGroupVictims(ctx context.Context, lister fwk.Mutab
 	for _, v := range violating {
 		reprieved, err := reprieve(v.Victim)
 		if err != nil {
-			return nil, fwk.AsStatus(err)
+			return nil, nil, fwk.AsStatus(err)
 		}
 		if reprieved {
 			continue
 		}
 		taken, err := take(v.Victim)
 		if err != nil {
-			return nil, fwk.AsStatus(err)
+			return nil, nil, fwk.AsStatus(err)
 		}
 		if taken {
 			sel.victims.NumPDBViolations += int64(v.ViolateCount)
@@ -299,29 +328,25 @@ func (pl *ElasticQuota) selectGroupVictims(ctx context.Context, lister fwk.Mutab
 	for _, v := range nonViolating {
 		reprieved, err := reprieve(v)
 		if err != nil {
-			return nil, fwk.AsStatus(err)
+			return nil, nil, fwk.AsStatus(err)
 		}
 		if !reprieved {
 			if _, err := take(v); err != nil {
-				return nil, fwk.AsStatus(err)
+				return nil, nil, fwk.AsStatus(err)
 			}
 		}
 	}
-	if kept {
-		ok, err := fits()
-		if err != nil {
-			return nil, fwk.AsStatus(err)
-		}
-		if !ok {
-			return nil, fwk.NewStatus(fwk.Unschedulable, "the pod group fits only if namespaces that borrow give up more than they borrow (below their min)")
-		}
+	if len(kept) > 0 {
+		// This placement needs what the floor keeps: the caller tries
+		// another with those victims in place.
+		return nil, kept, nil
 	}
 	for _, a := range placed {
 		p := a.GetPod()
 		sel.nominated[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = &fwk.NominatingInfo{
 			NominatingMode: fwk.ModeOverride, NominatedNodeName: a.GetNodeName()}
 	}
-	return sel, nil
+	return sel, nil, nil
 }
 
 // actuate preempts the victims through upstream's executor (DisruptionTarget

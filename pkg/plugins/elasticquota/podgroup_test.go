@@ -380,3 +380,64 @@ profiles:
 		t.Errorf("a's pods left: %v, want [a-x0 a-x1]: the victims are the pods on y, where the gang can go", names)
 	}
 }
+
+// The min floor keeps a victim the group's first placement needs: the
+// placement is tried again with it in place (review of issue 51, item 2).
+// a (min 1) runs two pods on x, c (min 0) two on z; b's gang of 2 x 1 CPU
+// prefers x. With every borrower's pod removed both members go to x, which
+// would take a below its min; the second try leaves a-x1 there and places
+// one member on x and one on z.
+func TestAGangPlacementTheFloorRefusesIsTriedAgain(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: gangs
+  plugins:
+    multiPoint:
+      enabled:
+      - name: GangScheduling
+      - name: ElasticQuota
+      disabled:
+      - name: DefaultPreemption
+`
+	var pl *ElasticQuota
+	quotas := []*schedv1alpha1.ElasticQuota{eq("a", rl("cpu", "1"), rl("cpu", "4")), eq("b", rl("cpu", "2"), rl("cpu", "4")), eq("c", rl("cpu", "0"), rl("cpu", "4"))}
+	reg := podgroupcycle.Capture(Name, NewWithClient(fakeEQClient(quotas...)), &pl)
+	objs := []runtime.Object{}
+	for _, name := range []string{"x", "z"} {
+		n := node(name, "2")
+		n.Labels = map[string]string{"pool": name}
+		objs = append(objs, n)
+	}
+	for _, p := range []*v1.Pod{pod("a", "a-x0", "1", 0, "x"), pod("a", "a-x1", "1", 0, "x"), pod("c", "c-z0", "1", 0, "z"), pod("c", "c-z1", "1", 0, "z")} {
+		objs = append(objs, p)
+	}
+	c := podgroupcycle.New(t, config, reg, objs...)
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return pl.shared.podsSynced() && len(stateOf(pl.shared.mgr).Pods) == 4, nil
+	}); err != nil {
+		t.Fatal("the quota never counted the bound pods")
+	}
+	c.Gang(t, "b", "g", 2, 2, func(i int) *v1.Pod {
+		p := podgroupcycle.Member("1")(i)
+		p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.PreferredSchedulingTerm{{
+			Weight: 100, Preference: v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "pool", Operator: v1.NodeSelectorOpIn, Values: []string{"x"}}}},
+		}}}}
+		return p
+	})
+	if got := c.Attempted(t, "b", "g"); got != "False" {
+		t.Fatalf("the group's PodGroupInitiallyScheduled is %s, want False (waiting for its victims)", got)
+	}
+	count := func(ns string) int {
+		l, err := c.Client.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Items)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return count("a") == 1 && count("c") == 1, nil
+	}); err != nil {
+		t.Errorf("a has %d pods left, c %d: want 1 each (a at its min, one of c's taken for the member on z)", count("a"), count("c"))
+	}
+}
