@@ -128,6 +128,9 @@ type shared struct {
 	writer *leadership.Writer
 	// writing: mayWrite said yes last time the status loop asked.
 	writing atomic.Bool
+	// afterHeld, in unit tests only, runs between Permit's read of the held
+	// members and its count (the window Permit closes).
+	afterHeld func()
 	// rejectMu serialises this plugin's rejections of waiting pods: the
 	// framework's waitingPod.Reject writes its done flag under a read lock
 	// (k8s 1.37.2), so two concurrent Rejects of one pod race.
@@ -287,7 +290,7 @@ func (sh *shared) podGroupChanged(ctx context.Context, obj any, deleted bool) {
 	}
 	if sh.mgr.setSpec(key, s) {
 		// A lowered minMember may complete a gang whose members wait.
-		if allowed := sh.mgr.release(key, sh.heldMembers(key)); allowed != nil {
+		if allowed, _ := sh.mgr.release(key, sh.heldMembers(key)); allowed != nil {
 			for _, wp := range sh.waitingMembers(key) {
 				if allowed.Has(wp.GetPod().UID) {
 					wp.Allow(Name)
@@ -1031,7 +1034,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	if s == nil {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("pod group %q does not exist", key)), 0
 	}
-	released, c, allowed := sh.mgr.permit(key, pod.UID, sh.heldMembers(key))
+	released, c, allowed := sh.permit(key, pod.UID)
 	if released {
 		for _, wp := range sh.waitingMembers(key) {
 			if allowed.Has(wp.GetPod().UID) {
@@ -1057,6 +1060,39 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	}
 	return fwk.NewStatus(fwk.Wait, fmt.Sprintf("pod group %s: %d/%d members placed, waiting for the rest", key, c.placed, s.minMember)), s.timeout
 }
+
+// permit is manager.permit with the members the framework holds. They are
+// read before the manager's lock is taken (heldMembers), so a member the
+// framework rejects in between (its timer, a deletion, a preemption) would
+// be counted and the gang released one short: before any member is
+// allowed, they are read again, and a release that counted a member no
+// longer held is undone and decided anew (a few times at most). A member
+// rejected after that read (or rejected but not yet dropped from the
+// framework's waiting pods: its binding goroutine drops it when it wakes) is
+// one rejected after the release, as if its binding had failed: it is
+// retried and the gang completes with it.
+func (sh *shared) permit(key string, uid types.UID) (bool, counts, sets.Set[types.UID]) {
+	held := sh.heldMembers(key)
+	if sh.afterHeld != nil {
+		sh.afterHeld()
+	}
+	released, c, allowed, since := sh.mgr.permit(key, uid, held)
+	for try := 1; released && try <= maxPermitRechecks; try++ {
+		now := sh.heldMembers(key)
+		lost := held.Intersection(allowed).Difference(now)
+		lost.Delete(uid)
+		if lost.Len() == 0 {
+			break
+		}
+		sh.mgr.unrelease(key, allowed, since)
+		held = now
+		released, c, allowed, since = sh.mgr.permit(key, uid, held)
+	}
+	return released, c, allowed
+}
+
+// maxPermitRechecks bounds permit's decisions anew.
+const maxPermitRechecks = 3
 
 // heldMembers returns the members of key's group the framework still holds
 // at Permit: in its waiting-pods map (the binding goroutine removes a

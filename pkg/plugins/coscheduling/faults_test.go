@@ -739,3 +739,39 @@ func TestARejectedMemberIsForgottenOutsideTheRunningCycle(t *testing.T) {
 		t.Errorf("bound %v, want none", b)
 	}
 }
+
+// Issue 51, item 7: the members the framework holds at Permit are read
+// before the manager's lock is taken (the framework's map has a lock of its
+// own, taken before the manager's elsewhere). A member rejected in between
+// was counted, and the gang was released one short. Permit reads them again
+// once it would release, and counts again without the lost member.
+func TestMemberRejectedWhilePermitDecidesDoesNotCount(t *testing.T) {
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2)}
+	s := newSim(t, []*v1.Node{node("n1", "8")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
+	hold := make(chan struct{})
+	s.mu.Lock()
+	s.holdUnreserve["g-0"] = hold
+	s.mu.Unlock()
+	for _, p := range pods[:2] {
+		if st := s.schedule(p); !st.IsWait() {
+			t.Fatalf("%s: %v, want Wait", p.Name, st)
+		}
+	}
+	// g-0 is preempted in memory after g-2's Permit read the held members
+	// and before it counts them.
+	s.pl.shared.afterHeld = func() {
+		s.pl.shared.afterHeld = nil
+		if wp := s.f.GetWaitingPod(pods[0].UID); wp == nil || !wp.Preempt("DefaultPreemption", "preempted") {
+			t.Errorf("g-0 was not waiting")
+		}
+		// Its binding goroutine wakes and the framework drops it from the
+		// waiting pods (Unreserve is held).
+		s.waitFor("g-0 to leave the waiting pods", func() bool { return s.f.GetWaitingPod(pods[0].UID) == nil })
+	}
+	st := s.schedule(pods[2])
+	close(hold)
+	s.settle()
+	if b := s.boundPods(); len(b) != 0 {
+		t.Errorf("g-2 at Permit: %v; bound %v: a gang of minMember 3 was released with g-0 rejected while Permit counted", st, b)
+	}
+}

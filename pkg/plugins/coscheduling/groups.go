@@ -344,18 +344,36 @@ func (m *manager) unreserve(key string, uid types.UID) (wasAllowed bool, waited 
 // rejects a waiting pod without telling this plugin, whose Unreserve runs
 // later on the binding goroutine. Counting such a member would release a
 // gang one short.
-func (m *manager) permit(key string, uid types.UID, held sets.Set[types.UID]) (released bool, c counts, allowed sets.Set[types.UID]) {
+//
+// since holds when each released member began to wait, for unrelease.
+func (m *manager) permit(key string, uid types.UID, held sets.Set[types.UID]) (released bool, c counts, allowed sets.Set[types.UID], since map[types.UID]time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.get(key)
 	c = g.counts()
 	gone := m.goneLocked(g, uid, held)
 	if g.spec != nil && c.placed-gone.Len() >= g.spec.minMember {
-		return true, c, m.releaseLocked(g, gone)
+		allowed, since = m.releaseLocked(g, gone)
+		return true, c, allowed, since
 	}
 	c.placed -= gone.Len()
 	g.waitingSince[uid] = m.now()
-	return false, c, nil
+	return false, c, nil, nil
+}
+
+// unrelease undoes a release permit decided, before any member was allowed:
+// the members are no longer allowed and wait since when they did.
+func (m *manager) unrelease(key string, allowed sets.Set[types.UID], since map[types.UID]time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := m.groups[key]
+	if g == nil {
+		return
+	}
+	g.allowed = g.allowed.Difference(allowed)
+	for uid, t := range since {
+		g.waitingSince[uid] = t
+	}
 }
 
 // goneLocked returns the members waiting at Permit (other than uid, and not
@@ -377,16 +395,19 @@ func (m *manager) goneLocked(g *group, uid types.UID, held sets.Set[types.UID]) 
 	return gone
 }
 
-// releaseLocked allows the group's reserved members but the gone ones.
-func (m *manager) releaseLocked(g *group, gone sets.Set[types.UID]) sets.Set[types.UID] {
-	allowed := g.reserved.Difference(gone)
+// releaseLocked allows the group's reserved members but the gone ones; since
+// holds when the allowed waiting members began to wait.
+func (m *manager) releaseLocked(g *group, gone sets.Set[types.UID]) (allowed sets.Set[types.UID], since map[types.UID]time.Time) {
+	allowed = g.reserved.Difference(gone)
 	g.allowed = g.allowed.Union(allowed)
-	for w := range g.waitingSince {
+	since = map[types.UID]time.Time{}
+	for w, t := range g.waitingSince {
 		if !gone.Has(w) {
+			since[w] = t
 			delete(g.waitingSince, w)
 		}
 	}
-	return allowed
+	return allowed, since
 }
 
 // dueMargin is how close to its timeout a waiting member no longer counts:
@@ -414,16 +435,16 @@ func (m *manager) timesOutWithin(key string, uid types.UID, margin time.Duration
 // has minMember members placed (after its minMember was lowered, say), not
 // counting the waiting members the framework no longer holds (see permit).
 // It returns the members released, nil if none.
-func (m *manager) release(key string, held sets.Set[types.UID]) sets.Set[types.UID] {
+func (m *manager) release(key string, held sets.Set[types.UID]) (sets.Set[types.UID], map[types.UID]time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.groups[key]
 	if g == nil || g.spec == nil || g.reserved.Len() == 0 {
-		return nil
+		return nil, nil
 	}
 	gone := m.goneLocked(g, "", held)
 	if g.counts().placed-gone.Len() < g.spec.minMember {
-		return nil
+		return nil, nil
 	}
 	return m.releaseLocked(g, gone)
 }
