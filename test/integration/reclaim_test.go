@@ -36,6 +36,19 @@ func preemptedIn(ctx SpecContext, ns string) func() (int, error) {
 	}
 }
 
+// preemptions lists ns's Preempted events (victim: message), for a failure's message.
+func preemptions(ctx SpecContext, ns string) []string {
+	l, err := env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("reason", "Preempted").String()})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, e := range l.Items {
+		out = append(out, fmt.Sprintf("%s %s: %s", e.EventTime.Format("15:04:05.000"), e.InvolvedObject.Name, e.Message))
+	}
+	return out
+}
+
 // spGang creates a scheduler-plugins PodGroup of minMember and its pods.
 func spGang(ctx SpecContext, c versioned.Interface, ns, name string, minMember int32, pod sandbox.PodSpec) []string {
 	GinkgoHelper()
@@ -122,7 +135,7 @@ var _ = Describe("Reclaim for gangs (issue 51)", Serial, func() {
 		Eventually(boundOf(ctx, b, members), 90*time.Second).Should(Equal(4), "the gang binds whole")
 		Eventually(boundCPU(ctx, a)).Should(Equal(int64(2000)), "a is back at its min")
 		Consistently(boundCPU(ctx, a), "3s").Should(Equal(int64(2000)), "and stays there: its Deployment's new pods are refused")
-		Expect(preemptedIn(ctx, a)()).To(Equal(4), "four of a's pods evicted, no reclaim started over")
+		Expect(preemptedIn(ctx, a)()).To(Equal(4), "four of a's pods evicted, no reclaim started over: %v", preemptions(ctx, a))
 	})
 
 	It("item 3: a gang its quota cannot admit whole evicts nothing for node room, and says which quota", func(ctx SpecContext) {

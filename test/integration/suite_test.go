@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
@@ -32,6 +33,10 @@ var (
 	controllers *sandbox.ControllerManager
 	kwok        *sandbox.KWOK
 )
+
+// klog's flags (-v, -vmodule) on the test binary, to read the in-process
+// scheduler's decisions when a spec fails.
+func init() { klog.InitFlags(nil) }
 
 func TestIntegration(t *testing.T) {
 	RegisterFailHandler(Fail)

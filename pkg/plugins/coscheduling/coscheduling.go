@@ -704,10 +704,22 @@ func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.C
 	members = members[:needed]
 	// A sibling already nominated to a node has its room promised there
 	// (and RunFilterPluginsWithNominatedPods counts it): it is not placed
-	// again.
+	// again. The scheduler's nominator says so at once; this plugin's pod
+	// informer only once the nomination is written and watched back, and
+	// a sibling counted both placed here and nominated there made the dry
+	// run decline a gang that fits, release its held members and let the
+	// borrower refill the room (issue 51, item 1).
+	byNominator := sets.New[types.UID]()
+	for _, ni := range nodes {
+		for _, pi := range pl.fh.NominatedPodsForNode(ni.Node().Name) {
+			if k, ok := groupKeyOf(pi.GetPod()); ok && k == key {
+				byNominator.Insert(pi.GetPod().UID)
+			}
+		}
+	}
 	nominated := 0
 	members = slices.DeleteFunc(members, func(m *v1.Pod) bool {
-		if m != pod && m.Status.NominatedNodeName != "" {
+		if m != pod && (m.Status.NominatedNodeName != "" || byNominator.Has(m.UID)) {
 			nominated++
 			return true
 		}
