@@ -309,6 +309,12 @@ func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod) bool {
 	return false
 }
 
+// budgetLeft: an explanation could be taken from the budget and the pod's
+// namespace's share now (none is).
+func (pl *Explain) budgetLeft(pod *v1.Pod) bool {
+	return pl.budget == nil || pl.budget.Tokens() >= 1 && pl.namespaceBudget(pod.Namespace).Tokens() >= 1
+}
+
 // namespaceBudget is ns's share of the budget: a quarter of maxPerMinute, at
 // least one a minute.
 func (pl *Explain) namespaceBudget(ns string) *rate.Limiter {
@@ -354,7 +360,8 @@ func explaining(state fwk.CycleState) *cycleState {
 }
 
 // PreFilter marks a pod that asks; every other pod gets Skip. The budget is
-// spent where an explanation is computed (Reserve, PostFilter).
+// spent where an explanation is computed and kept (Reserve, PostFilter; a
+// PodGroup cycle's try when the binding keeps it).
 func (pl *Explain) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if !pl.wants(pod) && !pl.askedLater(pod.UID) {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -394,24 +401,36 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		return nil
 	}
 	s.placed = nil // a Reserve that an earlier Unreserve reverted left nothing behind
-	if inGroupCycle {
+	switch {
+	case inGroupCycle:
 		s.grouped = true
-	} else if s.grouped {
+		// A PodGroup cycle, and a pod-group preemption reprieving victims
+		// (ElasticQuota's), reserve a member again and again in one cycle:
+		// it is explained once per node, and the budget is charged only if
+		// the binding keeps the explanation (none is taken while it is
+		// spent).
+		if t := s.tried; t != nil && t.result.Placed != nil && t.result.Placed.Node == nodeName {
+			return nil
+		}
+		if !pl.budgetLeft(pod) {
+			return nil
+		}
+	case s.grouped:
 		// Reserved for binding after the PodGroup cycle tried it: the
-		// try's explanation is the placement's. Without one (the budget
-		// was spent, or another node), none: this Reserve's snapshot holds
-		// none of the members placed before, and would tell another story.
+		// try's explanation is the placement's, charged now. Without one
+		// (the budget was spent, or another node), none: this Reserve's
+		// snapshot holds none of the members placed before, and would tell
+		// another story.
 		tried := s.tried
 		s.tried = nil
-		if tried != nil && tried.result.Placed != nil && tried.result.Placed.Node == nodeName {
+		if tried != nil && tried.result.Placed != nil && tried.result.Placed.Node == nodeName && pl.withinBudget(ctx, pod) {
 			pl.lastPending.Delete(pod.UID)
 			explanations.WithLabelValues(tried.result.Outcome).Inc()
 			tried.pod = pod
 			s.placed = tried
 		}
 		return nil
-	}
-	if !pl.withinBudget(ctx, pod) {
+	case !pl.withinBudget(ctx, pod):
 		return nil
 	}
 	if !inGroupCycle {

@@ -18,6 +18,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/component-base/metrics/testutil"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
@@ -370,5 +371,48 @@ func TestANamespaceSpendsItsShareOfTheBudget(t *testing.T) {
 	}
 	if s.pl.withinBudget(s.ctx, pod("team-3", "p")) {
 		t.Error("the profile's budget of 8 was exceeded")
+	}
+}
+
+// Issue 51, item 6: a PodGroup cycle, and ElasticQuota's pod-group
+// preemption (which reserves the placed members again for every victim it
+// tries), call Reserve on a member's state many times in one cycle. The
+// member is explained once per cycle, and the budget is charged when its
+// explanation is kept for writing (the binding's Reserve), not per try.
+func TestAGroupTryIsExplainedOnceAndChargedWhenKept(t *testing.T) {
+	nodes, pods := cluster()
+	p := asking("member", "1")
+	s := newSim(t, &config.ExplainArgs{TopNodes: 3, MaxPerMinute: 8}, nodes, pods, p)
+	state := framework.NewCycleState()
+	state.SetPodGroupSchedulingCycle(framework.NewCycleState())
+	if _, st := s.pl.PreFilter(s.ctx, state, p, nil); !st.IsSuccess() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	before := s.pl.budget.Tokens()
+	var first *item
+	for i := range 5 {
+		s.pl.Reserve(s.ctx, state, p, "big")
+		tried := explaining(state).tried
+		if tried == nil {
+			t.Fatalf("try %d: no explanation", i)
+		}
+		if i == 0 {
+			first = tried
+		} else if tried != first {
+			t.Errorf("try %d on the same node computed the explanation again", i)
+		}
+		s.pl.Unreserve(s.ctx, state, p, "big")
+	}
+	if spent := before - s.pl.budget.Tokens(); spent > 0.5 {
+		t.Errorf("the group's tries spent %.1f of the budget, want none before the explanation is kept", spent)
+	}
+	// The binding's Reserve keeps the try's explanation: one is charged.
+	state.SetPodGroupSchedulingCycle(nil)
+	s.pl.Reserve(s.ctx, state, p, "big")
+	if explaining(state).placed == nil {
+		t.Fatal("the binding's Reserve kept no explanation")
+	}
+	if spent := before - s.pl.budget.Tokens(); spent < 0.5 || spent > 1.5 {
+		t.Errorf("the kept explanation cost %.1f of the budget, want 1", spent)
 	}
 }
