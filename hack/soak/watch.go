@@ -604,23 +604,38 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 	settled := now.Sub(w.quiet) > settle && leader
 	// asked counts the pods that asked for an explanation and had a
 	// scheduling attempt (PodScheduled set) in the minute up to t.
-	var askedAt []time.Time
+	type ask struct {
+		at time.Time
+		ns string
+	}
+	var askedAt []ask
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
 		if p.Annotations[explain.AnnotationRequest] == "true" {
 			if cond := scheduledCondition(p); cond != nil {
-				askedAt = append(askedAt, cond.LastTransitionTime.Time)
+				askedAt = append(askedAt, ask{cond.LastTransitionTime.Time, p.Namespace})
 			}
 		}
 	}
-	asked := func(t time.Time) int {
-		n := 0
+	// asked counts them, in all and in ns.
+	asked := func(t time.Time, ns string) (all, inNS int) {
 		for _, a := range askedAt {
-			if !a.After(t) && t.Sub(a) < time.Minute {
-				n++
+			if !a.at.After(t) && t.Sub(a.at) < time.Minute {
+				all++
+				if a.ns == ns {
+					inNS++
+				}
 			}
 		}
-		return n
+		return all, inNS
+	}
+	// overBudget: Explain may have left the pod unexplained (documented):
+	// the budget was spent, or its last half, which goes only to
+	// namespaces within their quarter share, and the pod's namespace had
+	// spent its share.
+	overBudget := func(t time.Time, ns string) bool {
+		all, inNS := asked(t, ns)
+		return all >= explainBudget || all >= explainBudget/2 && inNS >= explainBudget/4
 	}
 	// members: the live members of each PodGroup (Coscheduling's count).
 	members := map[string]int{}
@@ -645,11 +660,12 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 			}
 		}
 		// 6. Every pod that asked has an explanation, unless more pods
-		// than Explain's budget asked within the minute before it.
+		// than Explain's budget (or its namespace's share) asked within
+		// the minute before it.
 		if p.Annotations[explain.AnnotationRequest] == "true" && p.Annotations[explain.AnnotationResult] == "" {
 			cond := scheduledCondition(p)
 			if cond != nil && settled && now.Sub(cond.LastTransitionTime.Time) > explainBound && now.Sub(w.quiet) > explainBound &&
-				asked(cond.LastTransitionTime.Time) < explainBudget {
+				!overBudget(cond.LastTransitionTime.Time, p.Namespace) {
 				w.violate("explain/"+string(p.UID), "6-explain",
 					fmt.Sprintf("pod %s asked for an explanation and has none %.0fs after PodScheduled=%s", id, now.Sub(cond.LastTransitionTime.Time).Seconds(), cond.Status), "pod "+id)
 			}

@@ -146,13 +146,12 @@ var _ = Describe("Reclaim for gangs (issue 51)", Serial, func() {
 		priorityClass(ctx, "berth-51-mid", 100)
 		priorityClass(ctx, "berth-51-high", 1000)
 		sel := map[string]string{"berth.dev/spec": "reclaim-over"}
-		createNodes(ctx, sandbox.NodeSpec{Name: "reclaim-over-1", CPU: "3", Memory: "16Gi", Labels: sel},
+		createNodes(ctx, sandbox.NodeSpec{Name: "reclaim-over-1", CPU: "3", Memory: "16Gi", Labels: map[string]string{"berth.dev/spec": "reclaim-over", "berth.dev/small": "true"}},
 			sandbox.NodeSpec{Name: "reclaim-over-2", CPU: "8", Memory: "16Gi", Labels: sel})
 		playKubelet(a, c, free)
 		for _, p := range []struct {
 			ns, name, cpu, prio, node string
 		}{
-			{a, "a-lo", "1", "berth-51-low", "reclaim-over-1"},
 			{free, "no-quota", "1500m", "berth-51-high", "reclaim-over-1"},
 			{a, "a-hi", "3500m", "berth-51-high", "reclaim-over-2"},
 		} {
@@ -161,6 +160,19 @@ var _ = Describe("Reclaim for gangs (issue 51)", Serial, func() {
 			_, err := env.Client.CoreV1().Pods(p.ns).Create(ctx, pod, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
+		// a-lo is a Deployment's pod (kube-controller-manager would replace
+		// it if it were evicted), scheduled onto the small node's last room.
+		createDeployment(ctx, sandbox.PodSpec{Namespace: a, Name: "a-lo", SchedulerName: gangQuotaProfile, CPU: "1", PriorityClassName: "berth-51-low",
+			NodeSelector: map[string]string{"berth.dev/small": "true"}}, 1)
+		var aLo string
+		Eventually(func() (string, error) {
+			l, err := env.Client.CoreV1().Pods(a).List(ctx, metav1.ListOptions{LabelSelector: "app=a-lo"})
+			if err != nil || len(l.Items) != 1 {
+				return "", err
+			}
+			aLo = l.Items[0].Name
+			return l.Items[0].Spec.NodeName, nil
+		}).Should(Equal("reclaim-over-1"))
 		Eventually(statusUsedCPU(ctx, eqClient, a)).Should(Equal("4500m"))
 
 		By("a's gang of 2 x 1.5 CPU needs 3: 4.5 + 3 exceeds max 6, and would with a-lo gone (3.5 + 3)")
@@ -170,7 +182,7 @@ var _ = Describe("Reclaim for gangs (issue 51)", Serial, func() {
 		// Preemption is asynchronous: the victim would be deleted within
 		// moments of the refusal.
 		Consistently(func() (bool, error) {
-			p, err := env.Client.CoreV1().Pods(a).Get(ctx, "a-lo", metav1.GetOptions{})
+			p, err := env.Client.CoreV1().Pods(a).Get(ctx, aLo, metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -290,29 +291,45 @@ const (
 	maxNamespaceBudgets   = 4096
 )
 
-// withinBudget takes one explanation from the pod's namespace's share of the
-// budget and from the budget, or counts the pod skipped: the budget is the
-// cluster's, and one namespace whose pods all ask must not spend it all.
+// withinBudget takes one explanation from the budget, or counts the pod
+// skipped. The budget is the cluster's: while more than half of it is left,
+// any namespace takes from it; the last half goes only to namespaces within
+// their share (a quarter of maxPerMinute, which every explanation spends
+// from), so one namespace whose pods all ask takes half the budget at most
+// and cannot leave the others without explanations.
 func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod) bool {
 	if pl.budget == nil {
 		return true
 	}
-	ns := pl.namespaceBudget(pod.Namespace).Reserve()
-	if ns.OK() && ns.Delay() == 0 {
-		if pl.budget.Allow() {
-			return true
-		}
+	now := time.Now()
+	share := pl.namespaceBudget(pod.Namespace).ReserveN(now, 1)
+	inShare := share.OK() && share.DelayFrom(now) == 0
+	if !inShare {
+		share.CancelAt(now)
 	}
-	ns.Cancel()
+	if (pl.plenty(now) || inShare) && pl.budget.AllowN(now, 1) {
+		return true
+	}
+	if inShare {
+		share.CancelAt(now)
+	}
 	skipped.WithLabelValues(skippedBudget).Inc()
-	klog.FromContext(ctx).V(4).Info("Explain: over maxPerMinute or the namespace's share of it; not explaining this cycle", "pod", klog.KObj(pod))
+	klog.FromContext(ctx).V(4).Info("Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle", "pod", klog.KObj(pod))
 	return false
 }
 
-// budgetLeft: an explanation could be taken from the budget and the pod's
-// namespace's share now (none is).
+// budgetLeft: withinBudget would take an explanation now (none is taken).
 func (pl *Explain) budgetLeft(pod *v1.Pod) bool {
-	return pl.budget == nil || pl.budget.Tokens() >= 1 && pl.namespaceBudget(pod.Namespace).Tokens() >= 1
+	if pl.budget == nil {
+		return true
+	}
+	now := time.Now()
+	return pl.plenty(now) || pl.budget.TokensAt(now) >= 1 && pl.namespaceBudget(pod.Namespace).TokensAt(now) >= 1
+}
+
+// plenty: more than half of the budget is left (whole explanations).
+func (pl *Explain) plenty(now time.Time) bool {
+	return math.Floor(pl.budget.TokensAt(now)) > float64(pl.budget.Burst()/2)
 }
 
 // namespaceBudget is ns's share of the budget: a quarter of maxPerMinute, at
