@@ -62,6 +62,9 @@ type Explain struct {
 	// each namespace's share of it (a *rate.Limiter per namespace).
 	budget    *rate.Limiter
 	nsBudgets *utilcache.LRUExpireCache
+	// budgetMu makes a look at the budget and the take one step (the
+	// scheduling goroutine and the pod informer's both take).
+	budgetMu sync.Mutex
 	// asked holds the pending pods whose request annotation appeared since
 	// the queue last read them (podUpdated), nAsked how many.
 	asked  sync.Map
@@ -301,17 +304,17 @@ func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod) bool {
 	if pl.budget == nil {
 		return true
 	}
-	now := time.Now()
-	share := pl.namespaceBudget(pod.Namespace).ReserveN(now, 1)
-	inShare := share.OK() && share.DelayFrom(now) == 0
-	if !inShare {
-		share.CancelAt(now)
+	pl.budgetMu.Lock()
+	now := pl.now()
+	share := pl.namespaceBudget(pod.Namespace)
+	inShare := share.TokensAt(now) >= 1
+	ok := (pl.plenty(now) || inShare) && pl.budget.AllowN(now, 1)
+	if ok && inShare {
+		share.AllowN(now, 1)
 	}
-	if (pl.plenty(now) || inShare) && pl.budget.AllowN(now, 1) {
+	pl.budgetMu.Unlock()
+	if ok {
 		return true
-	}
-	if inShare {
-		share.CancelAt(now)
 	}
 	skipped.WithLabelValues(skippedBudget).Inc()
 	klog.FromContext(ctx).V(4).Info("Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle", "pod", klog.KObj(pod))
@@ -323,7 +326,9 @@ func (pl *Explain) budgetLeft(pod *v1.Pod) bool {
 	if pl.budget == nil {
 		return true
 	}
-	now := time.Now()
+	pl.budgetMu.Lock()
+	defer pl.budgetMu.Unlock()
+	now := pl.now()
 	return pl.plenty(now) || pl.budget.TokensAt(now) >= 1 && pl.namespaceBudget(pod.Namespace).TokensAt(now) >= 1
 }
 
@@ -333,15 +338,17 @@ func (pl *Explain) plenty(now time.Time) bool {
 }
 
 // namespaceBudget is ns's share of the budget: a quarter of maxPerMinute, at
-// least one a minute.
+// least one a minute; remembered while the namespace asks at least once a
+// minute (a share forgotten is one refilled: it would be whole by then).
+// budgetMu is held.
 func (pl *Explain) namespaceBudget(ns string) *rate.Limiter {
-	if l, ok := pl.nsBudgets.Get(ns); ok {
-		return l.(*rate.Limiter)
+	l, ok := pl.nsBudgets.Get(ns)
+	if !ok {
+		share := max(pl.args.MaxPerMinute/namespaceShareDivisor, 1)
+		l = rate.NewLimiter(rate.Limit(float64(share)/60), int(share))
 	}
-	share := max(pl.args.MaxPerMinute/namespaceShareDivisor, 1)
-	l := rate.NewLimiter(rate.Limit(float64(share)/60), int(share))
 	pl.nsBudgets.Add(ns, l, time.Minute)
-	return l
+	return l.(*rate.Limiter)
 }
 
 // cycleState marks a pod to explain and holds what the cycle scored.
@@ -377,8 +384,8 @@ func explaining(state fwk.CycleState) *cycleState {
 }
 
 // PreFilter marks a pod that asks; every other pod gets Skip. The budget is
-// spent where an explanation is computed and kept (Reserve, PostFilter; a
-// PodGroup cycle's try when the binding keeps it).
+// spent where an explanation is computed (Reserve, PostFilter; a PodGroup
+// member once per node and cycle state).
 func (pl *Explain) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if !pl.wants(pod) && !pl.askedLater(pod.UID) {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -423,24 +430,22 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		s.grouped = true
 		// A PodGroup cycle, and a pod-group preemption reprieving victims
 		// (ElasticQuota's), reserve a member again and again in one cycle:
-		// it is explained once per node, and the budget is charged only if
-		// the binding keeps the explanation (none is taken while it is
-		// spent).
+		// it is explained, and charged, once per node in a cycle state.
 		if t := s.tried; t != nil && t.result.Placed != nil && t.result.Placed.Node == nodeName {
 			return nil
 		}
-		if !pl.budgetLeft(pod) {
+		if !pl.withinBudget(ctx, pod) {
 			return nil
 		}
 	case s.grouped:
 		// Reserved for binding after the PodGroup cycle tried it: the
-		// try's explanation is the placement's, charged now. Without one
+		// try's explanation (charged then) is the placement's. Without one
 		// (the budget was spent, or another node), none: this Reserve's
 		// snapshot holds none of the members placed before, and would tell
 		// another story.
 		tried := s.tried
 		s.tried = nil
-		if tried != nil && tried.result.Placed != nil && tried.result.Placed.Node == nodeName && pl.withinBudget(ctx, pod) {
+		if tried != nil && tried.result.Placed != nil && tried.result.Placed.Node == nodeName {
 			pl.lastPending.Delete(pod.UID)
 			explanations.WithLabelValues(tried.result.Outcome).Inc()
 			tried.pod = pod
