@@ -604,13 +604,21 @@ func (sh *shared) permit(key string, uid types.UID) (bool, counts, sets.Set[type
 	}
 	released, c, allowed, since := sh.mgr.permit(key, uid, held)
 	for try := 1; released && try <= maxPermitRechecks; try++ {
+		// The members this release counted as waiting (since) must still
+		// be held; members allowed before it may have left the waiting
+		// pods on their way to binding.
 		now := sh.heldMembers(key)
-		lost := held.Intersection(allowed).Difference(now)
-		lost.Delete(uid)
-		if lost.Len() == 0 {
+		lost := false
+		for w := range since {
+			if w != uid && !now.Has(w) {
+				lost = true
+				break
+			}
+		}
+		if !lost {
 			break
 		}
-		sh.mgr.unrelease(key, allowed, since)
+		sh.mgr.unrelease(key, uid, since)
 		held = now
 		released, c, allowed, since = sh.mgr.permit(key, uid, held)
 	}

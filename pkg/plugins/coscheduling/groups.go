@@ -362,17 +362,23 @@ func (m *manager) permit(key string, uid types.UID, held sets.Set[types.UID]) (r
 }
 
 // unrelease undoes a release permit decided, before any member was allowed:
-// the members are no longer allowed and wait since when they did.
-func (m *manager) unrelease(key string, allowed sets.Set[types.UID], since map[types.UID]time.Time) {
+// the members it released while they waited (since, and uid, the member at
+// Permit) are no longer allowed and wait since when they did; one that left
+// meanwhile (Unreserve ran: no longer reserved) is left out. Members allowed
+// before this release stay allowed.
+func (m *manager) unrelease(key string, uid types.UID, since map[types.UID]time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	g := m.groups[key]
 	if g == nil {
 		return
 	}
-	g.allowed = g.allowed.Difference(allowed)
-	for uid, t := range since {
-		g.waitingSince[uid] = t
+	g.allowed.Delete(uid)
+	for w, t := range since {
+		g.allowed.Delete(w)
+		if g.reserved.Has(w) {
+			g.waitingSince[w] = t
+		}
 	}
 }
 
