@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -81,7 +82,9 @@ func createDeployment(ctx SpecContext, s sandbox.PodSpec, replicas int32) {
 	_, err := sandbox.CreateDeployment(ctx, env.Client, s, replicas)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) {
-		Expect(env.Client.AppsV1().Deployments(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})).To(Succeed())
+		if err := env.Client.AppsV1().Deployments(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{}); !apierrors.IsNotFound(err) {
+			Expect(err).NotTo(HaveOccurred())
+		}
 		Expect(env.Client.AppsV1().ReplicaSets(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app=" + s.Name})).To(Succeed())
 	})
 }
@@ -204,9 +207,12 @@ var _ = Describe("Reclaim for gangs (issue 51)", Serial, func() {
 		sel := map[string]string{"berth.dev/spec": "reclaim-many"}
 		createNodes(ctx, sandbox.NodeSpec{Name: "reclaim-many-1", CPU: "6", Memory: "16Gi", Labels: sel})
 		playKubelet(a, b)
-		createDeployment(ctx, sandbox.PodSpec{Namespace: a, Name: "borrower", SchedulerName: eqProfile, CPU: "1", NodeSelector: sel, PriorityClassName: "berth-51-many-low"}, 6)
 		for round := range 3 {
-			By(fmt.Sprintf("round %d: a borrows 4 CPU, then b asks for its min with four pods at once", round))
+			By(fmt.Sprintf("round %d: a's Deployment borrows 4 CPU, then b asks for its min with four pods at once", round))
+			// A Deployment of its own each round: the race is the
+			// preemptors', not the borrower's refill.
+			borrower := fmt.Sprintf("borrower-%d", round)
+			createDeployment(ctx, sandbox.PodSpec{Namespace: a, Name: borrower, SchedulerName: eqProfile, CPU: "1", NodeSelector: sel, PriorityClassName: "berth-51-many-low"}, 6)
 			Eventually(boundCPU(ctx, a), time.Minute).Should(Equal(int64(6000)))
 			var names []string
 			for i := range 4 {
@@ -219,7 +225,12 @@ var _ = Describe("Reclaim for gangs (issue 51)", Serial, func() {
 			Eventually(boundCPU(ctx, a), time.Minute).Should(Equal(int64(2000)), "a's borrowed pods are preempted, down to its min")
 			// The victims are gone: the scheduler's longest backoff is 10 s.
 			Eventually(boundOf(ctx, b, names), 12*time.Second).Should(Equal(4), "each preemptor is bound within seconds of its victims leaving")
+			Expect(env.Client.AppsV1().Deployments(a).Delete(ctx, borrower, metav1.DeleteOptions{})).To(Succeed())
+			Expect(env.Client.AppsV1().ReplicaSets(a).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app=" + borrower})).To(Succeed())
+			Expect(env.Client.CoreV1().Pods(a).DeleteCollection(ctx, *metav1.NewDeleteOptions(0), metav1.ListOptions{})).To(Succeed())
 			Expect(env.Client.CoreV1().Pods(b).DeleteCollection(ctx, *metav1.NewDeleteOptions(0), metav1.ListOptions{})).To(Succeed())
+			Eventually(boundCPU(ctx, a)).Should(BeZero())
+			Eventually(boundCPU(ctx, b)).Should(BeZero())
 		}
 	})
 })
