@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -94,6 +95,52 @@ type shared struct {
 	// activate moves pods back to the active queue (the handle's, or a
 	// test's).
 	activate func(klog.Logger, map[string]*v1.Pod)
+
+	// pinned records the pods the scheduler's pod informer first saw with
+	// spec.nodeName already set, after its initial list: placed by their
+	// author, not bound by a scheduler (see placedByAuthor). UID → when the
+	// informer saw it go (zero while it lives); forgotten pinnedGrace
+	// later, once the Failed-pod informer has had it.
+	pinnedMu sync.Mutex
+	pinned   map[types.UID]time.Time
+}
+
+// pinnedGrace: how long a pinned pod is remembered after the scheduler's
+// informer saw it go (a pod turning Failed reaches that informer as a
+// deletion, maybe before the Failed-pod informer sees it).
+const pinnedGrace = 10 * time.Minute
+
+// pin records a pod created with spec.nodeName (seen live, not listed).
+func (sh *shared) pin(pod *v1.Pod) {
+	sh.pinnedMu.Lock()
+	defer sh.pinnedMu.Unlock()
+	sh.pinned[pod.UID] = time.Time{}
+}
+
+// unpin marks a pinned pod gone; sweepPinned forgets it pinnedGrace later.
+func (sh *shared) unpin(uid types.UID, now time.Time) {
+	sh.pinnedMu.Lock()
+	defer sh.pinnedMu.Unlock()
+	if _, ok := sh.pinned[uid]; ok {
+		sh.pinned[uid] = now
+	}
+}
+
+func (sh *shared) isPinned(uid types.UID) bool {
+	sh.pinnedMu.Lock()
+	defer sh.pinnedMu.Unlock()
+	_, ok := sh.pinned[uid]
+	return ok
+}
+
+func (sh *shared) sweepPinned(now time.Time) {
+	sh.pinnedMu.Lock()
+	defer sh.pinnedMu.Unlock()
+	for uid, gone := range sh.pinned {
+		if !gone.IsZero() && now.Sub(gone) > pinnedGrace {
+			delete(sh.pinned, uid)
+		}
+	}
 }
 
 var states perclient.Registry[*shared]
@@ -138,6 +185,7 @@ func newSharedState(h fwk.Handle, args *config.AdmissionFeedbackArgs) *shared {
 		reasons: newReasonMatcher(args.Reasons),
 		now:     timeNow,
 		fh:      h,
+		pinned:  map[types.UID]time.Time{},
 	}
 	sh.store.evicted = refusalsEvicted.Inc
 	sh.activate = func(logger klog.Logger, pods map[string]*v1.Pod) { h.Activate(logger, pods) }
@@ -183,7 +231,16 @@ func newShared(ctx context.Context, h fwk.Handle, args *config.AdmissionFeedback
 	// Pods registered to be activated when an avoidance ends are forgotten
 	// once bound or deleted (the scheduler's own pod informer: pending and
 	// bound pods).
-	if _, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// The same informer tells which pods were placed by their author: a pod
+	// it first sees live with spec.nodeName set was never pending, so no
+	// scheduler bound it (what a tenant cannot fake, unlike its managed
+	// fields; those still decide for the pods of the initial list).
+	if _, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if p, ok := obj.(*v1.Pod); ok && !isInInitialList && p.Spec.NodeName != "" {
+				sh.pin(p)
+			}
+		},
 		UpdateFunc: func(oldObj, newObj any) {
 			if o, ok := oldObj.(*v1.Pod); ok && o.Spec.NodeName == "" {
 				if n, ok := newObj.(*v1.Pod); ok && n.Spec.NodeName != "" {
@@ -194,6 +251,7 @@ func newShared(ctx context.Context, h fwk.Handle, args *config.AdmissionFeedback
 		DeleteFunc: func(obj any) {
 			if p, _, err := schedutil.As[*v1.Pod](obj, nil); err == nil && p != nil {
 				sh.store.forgetWaiting(p)
+				sh.unpin(p.UID, sh.now())
 			}
 		},
 	}); err != nil {
@@ -245,7 +303,7 @@ func (r *replay) add(logger klog.Logger, obj any) {
 	r.mu.Unlock()
 	if o, ok := r.sh.refusalOf(pod, true); ok {
 		r.sh.record(logger, o, true)
-	} else if r.sh.isRefusal(pod) && placedByAuthor(pod) {
+	} else if r.sh.isRefusal(pod) && (r.sh.isPinned(pod.UID) || placedByAuthor(pod)) {
 		refusalsNotScheduled.Inc()
 		logger.V(4).Info("AdmissionFeedback: not counting the refusal of a pod no scheduler bound", "pod", klog.KObj(pod), "node", pod.Spec.NodeName, "reason", pod.Status.Reason)
 	}
@@ -369,13 +427,13 @@ func statusTime(pod *v1.Pod) time.Time {
 }
 
 // refusalOf reads a refused pod: Failed with an admission reason, on a
-// node a scheduler bound it to (not placedByAuthor), of a controller that is not a
-// DaemonSet. live: the informer sees the
+// node a scheduler bound it to (not pinned, nor placedByAuthor), of a
+// controller that is not a DaemonSet. live: the informer sees the
 // pod turn Failed now (after its initial list), and the refusal is timed
 // now; a pod of the initial list (this scheduler just started) is timed by
 // its status (statusTime), never later than now.
 func (sh *shared) refusalOf(pod *v1.Pod, live bool) (observed, bool) {
-	if !sh.isRefusal(pod) || placedByAuthor(pod) {
+	if !sh.isRefusal(pod) || sh.isPinned(pod.UID) || placedByAuthor(pod) {
 		return observed{}, false
 	}
 	ctrl, ok := controllerOf(pod)
@@ -426,6 +484,7 @@ func (sh *shared) blackHoles() sets.Set[string] { return *sh.store.blackHoles.Lo
 // sweep ends the avoidances that are due and activates the pods that
 // waited for them.
 func (sh *shared) sweep(ctx context.Context) {
+	sh.sweepPinned(sh.now())
 	waiting := sh.store.sweep(sh.now())
 	blackHoleNodes.Set(float64(sh.blackHoles().Len()))
 	rememberedRefusals.Set(float64(sh.store.size()))

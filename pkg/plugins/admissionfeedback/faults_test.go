@@ -170,3 +170,27 @@ func TestARefusalReplayedAtStartUpIsTimedByTheKubeletsWrite(t *testing.T) {
 		t.Errorf("rejected %v a minute after n1 refused web's pod (startTime three days ago, no conditions), want n1 avoided", rejected)
 	}
 }
+
+// A tenant may strip or forge its pod's managed fields: the scheduler's pod
+// informer saw the pod first with spec.nodeName set (never pending, so no
+// scheduler bound it), and that decides (review of issue 51, item 8).
+func TestAPinnedPodWithoutManagedFieldsIsStillNotCounted(t *testing.T) {
+	e := newEnv(t, nil)
+	p := refused("pinned-0", "pinned", "n1", "NodeAffinity", t0)
+	p.Status = v1.PodStatus{}
+	p.ManagedFields = nil
+	if _, err := e.cs.CoreV1().Pods(p.Namespace).Create(e.ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(e.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return e.pl.shared.isPinned(p.UID), nil
+	}); err != nil {
+		t.Fatal("the scheduler's pod informer never saw the pinned pod")
+	}
+	failed := refused("pinned-0", "pinned", "n1", "NodeAffinity", t0)
+	failed.ManagedFields = nil // stripped: nothing says who set spec.nodeName
+	e.observe(failed)
+	if rejected, _ := e.avoided(pending("pinned-1", "pinned"), "n1", "n2"); len(rejected) != 0 {
+		t.Errorf("rejected %v after a pinned pod with no managed fields was refused, want none", rejected)
+	}
+}
