@@ -291,7 +291,7 @@ func keptManagedFields(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry
 			kept = append(kept, metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation, APIVersion: e.APIVersion, Time: e.Time, Subresource: e.Subresource})
 		case e.Subresource == "" && ownsNodeName(e.FieldsV1):
 			kept = append(kept, metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation, APIVersion: e.APIVersion, Time: e.Time,
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:nodeName":{}}}`)}})
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:nodeName":{}}}`)})
 		}
 	}
 	return kept
@@ -305,7 +305,7 @@ func ownsNodeName(f *metav1.FieldsV1) bool {
 	var fields struct {
 		Spec map[string]json.RawMessage `json:"f:spec"`
 	}
-	if json.Unmarshal(f.Raw, &fields) != nil {
+	if json.Unmarshal(f.GetRawBytes(), &fields) != nil {
 		return false
 	}
 	_, ok := fields.Spec["f:nodeName"]

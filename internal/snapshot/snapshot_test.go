@@ -256,19 +256,26 @@ func TestSanitizeKeepsTheAuthorsNodeNameAndTheKubeletsWrite(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	p.SetManagedFields([]metav1.ManagedFieldsEntry{
 		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:containers":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:containers":{}}}`)},
 		{Manager: "tenant", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:containers":{},"f:nodeName":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:containers":{},"f:nodeName":{}}}`)},
 		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &at, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:phase":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:status":{"f:phase":{}}}`)},
 	})
 	Sanitize(p)
 	want := []metav1.ManagedFieldsEntry{
 		{Manager: "tenant", Operation: metav1.ManagedFieldsOperationUpdate, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:nodeName":{}}}`)}},
+			FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:nodeName":{}}}`)},
 		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: &at},
 	}
-	if diff := cmp.Diff(want, p.GetManagedFields()); diff != "" {
+	// FieldsV1 is compared by its text (its representation is its own).
+	fields := cmp.Transformer("FieldsV1", func(f *metav1.FieldsV1) string {
+		if f == nil {
+			return "<nil>"
+		}
+		return f.GetRawString()
+	})
+	if diff := cmp.Diff(want, p.GetManagedFields(), fields); diff != "" {
 		t.Errorf("managed fields kept (-want,+got):\n%s", diff)
 	}
 }

@@ -109,7 +109,7 @@ var _ = Describe("kubectl berth snapshot", func() {
 					Expect(e.Manager).To(Equal("kubelet"))
 					Expect(e.FieldsV1).To(BeNil())
 				} else {
-					Expect(string(e.FieldsV1.Raw)).To(Equal(`{"f:spec":{"f:nodeName":{}}}`), "%s keeps a managed-fields entry", o.GetName())
+					Expect(e.FieldsV1.GetRawString()).To(Equal(`{"f:spec":{"f:nodeName":{}}}`), "%s keeps a managed-fields entry", o.GetName())
 				}
 			}
 		}

@@ -332,7 +332,7 @@ func slimFailedPod(obj any) (any, error) {
 	var managed []metav1.ManagedFieldsEntry
 	if placedByAuthor(pod) {
 		managed = append(managed, metav1.ManagedFieldsEntry{Manager: "author", Operation: metav1.ManagedFieldsOperationUpdate,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(nodeNameFields)}})
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(nodeNameFields)})
 	}
 	if t := kubeletWrite(pod); !t.IsZero() {
 		managed = append(managed, metav1.ManagedFieldsEntry{Manager: kubeletManager, Subresource: statusSubresource, Time: &metav1.Time{Time: t}})
@@ -385,7 +385,7 @@ func placedByAuthor(pod *v1.Pod) bool {
 		var f struct {
 			Spec map[string]json.RawMessage `json:"f:spec"`
 		}
-		if err := json.Unmarshal(e.FieldsV1.Raw, &f); err == nil {
+		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &f); err == nil {
 			if _, ok := f.Spec["f:nodeName"]; ok {
 				return true
 			}

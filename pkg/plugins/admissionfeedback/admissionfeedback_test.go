@@ -113,7 +113,7 @@ func refused(name, rs, node, reason string, at time.Time) *v1.Pod {
 	p := st.MakePod().Namespace(ns).Name(name).UID(name).Node(node).Obj()
 	p.OwnerReferences = []metav1.OwnerReference{rsRef(rs)}
 	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
-		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:ownerReferences":{}},"f:spec":{"f:containers":{}}}`)}}}
+		FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:ownerReferences":{}},"f:spec":{"f:containers":{}}}`)}}
 	p.Status = v1.PodStatus{Phase: v1.PodFailed, Reason: reason,
 		Message: "Pod was rejected: Allocate failed due to no healthy devices present; cannot allocate unhealthy devices example.com/gpu", StartTime: &metav1.Time{Time: at}}
 	return p

@@ -135,7 +135,7 @@ func TestRefusalOfAPodNoSchedulerBoundIsIgnored(t *testing.T) {
 	for i, rs := range []string{"t1", "t2", "t3"} {
 		p := refused(fmt.Sprintf("%s-0", rs), rs, "n1", "NodeAffinity", t0.Add(-time.Duration(i)*time.Second))
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:containers":{},"f:nodeName":{}}}`)}}}
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:containers":{},"f:nodeName":{}}}`)}}
 		slim, err := slimFailedPod(p)
 		if err != nil || !placedByAuthor(slim.(*v1.Pod)) {
 			t.Fatalf("the slim pod (%v) lost who placed it", err)

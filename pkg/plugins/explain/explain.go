@@ -321,17 +321,6 @@ func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod) bool {
 	return false
 }
 
-// budgetLeft: withinBudget would take an explanation now (none is taken).
-func (pl *Explain) budgetLeft(pod *v1.Pod) bool {
-	if pl.budget == nil {
-		return true
-	}
-	pl.budgetMu.Lock()
-	defer pl.budgetMu.Unlock()
-	now := pl.now()
-	return pl.plenty(now) || pl.budget.TokensAt(now) >= 1 && pl.namespaceBudget(pod.Namespace).TokensAt(now) >= 1
-}
-
 // plenty: more than half of the budget is left (whole explanations).
 func (pl *Explain) plenty(now time.Time) bool {
 	return math.Floor(pl.budget.TokensAt(now)) > float64(pl.budget.Burst()/2)
