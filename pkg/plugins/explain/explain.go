@@ -296,10 +296,9 @@ const (
 
 // withinBudget takes one explanation from the budget, or counts the pod
 // skipped. The budget is the cluster's: while more than half of it is left,
-// any namespace takes from it; the last half goes only to namespaces within
-// their share (a quarter of maxPerMinute, which every explanation spends
-// from), so one namespace whose pods all ask takes half the budget at most
-// and cannot leave the others without explanations.
+// any namespace takes from it; the last half is taken in shares, a quarter
+// of maxPerMinute per namespace, so one namespace whose pods all ask takes
+// three quarters of the budget at most and the others keep the rest.
 func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod) bool {
 	if pl.budget == nil {
 		return true
@@ -307,10 +306,11 @@ func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod) bool {
 	pl.budgetMu.Lock()
 	now := pl.now()
 	share := pl.namespaceBudget(pod.Namespace)
-	inShare := share.TokensAt(now) >= 1
-	ok := (pl.plenty(now) || inShare) && pl.budget.AllowN(now, 1)
-	if ok && inShare {
-		share.AllowN(now, 1)
+	var ok bool
+	if pl.plenty(now) {
+		ok = pl.budget.AllowN(now, 1)
+	} else if share.TokensAt(now) >= 1 {
+		ok = pl.budget.AllowN(now, 1) && share.AllowN(now, 1)
 	}
 	pl.budgetMu.Unlock()
 	if ok {
