@@ -145,18 +145,6 @@ func stateOf(m *manager) quotaState {
 // the real cycle (scheduler.New with the GenericWorkload gate), ElasticQuota's
 // accounting must come out as it went in.
 func TestARevertedPodGroupCycleLeavesTheQuotaAsItWas(t *testing.T) {
-	const config = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: gangs
-  plugins:
-    multiPoint:
-      enabled:
-      - name: GangScheduling
-      - name: ElasticQuota
-      disabled:
-      - name: DefaultPreemption
-`
 	for _, tc := range []struct {
 		name string
 		// node's CPUs, the quotas, pods already bound
@@ -186,7 +174,7 @@ profiles:
 			for _, p := range tc.bound {
 				objs = append(objs, p)
 			}
-			c := podgroupcycle.New(t, config, reg, objs...)
+			c := podgroupcycle.New(t, gangsConfig, reg, objs...)
 			if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 				return pl.shared.podsSynced() && len(stateOf(pl.shared.mgr).Pods) == len(tc.bound), nil
 			}); err != nil {
@@ -212,12 +200,9 @@ profiles:
 	}
 }
 
-// A native gang within its namespace's min reclaims through the real
-// PodGroup cycle (PodGroupPostFilter): a borrower's scheduler-plugins gang
-// is one victim, taken whole, and the borrower's single pod that the gang
-// does not need stays.
-func TestAGangReclaimsAndTakesAnotherGangWhole(t *testing.T) {
-	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+// gangsConfig is the profile of the tests that run Kubernetes' PodGroup
+// cycle: GangScheduling and ElasticQuota, DefaultPreemption off.
+const gangsConfig = `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 profiles:
 - schedulerName: gangs
@@ -229,9 +214,34 @@ profiles:
       disabled:
       - name: DefaultPreemption
 `
+
+// gangCluster runs the PodGroup cycle (gangsConfig) over objs with the
+// quotas, and waits until ElasticQuota counts the bound pods among objs.
+func gangCluster(t *testing.T, quotas []*schedv1alpha1.ElasticQuota, objs ...runtime.Object) (*podgroupcycle.Cluster, *ElasticQuota) {
+	t.Helper()
 	var pl *ElasticQuota
-	quotas := []*schedv1alpha1.ElasticQuota{eq("a", rl("cpu", "2"), rl("cpu", "4")), eq("b", rl("cpu", "0"), rl("cpu", "4"))}
 	reg := podgroupcycle.Capture(Name, NewWithClient(fakeEQClient(quotas...)), &pl)
+	c := podgroupcycle.New(t, gangsConfig, reg, objs...)
+	bound := 0
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok && p.Spec.NodeName != "" {
+			bound++
+		}
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return pl.shared.podsSynced() && len(stateOf(pl.shared.mgr).Pods) == bound, nil
+	}); err != nil {
+		t.Fatal("the quota never counted the bound pods")
+	}
+	return c, pl
+}
+
+// A native gang within its namespace's min reclaims through the real
+// PodGroup cycle (PodGroupPostFilter): a borrower's scheduler-plugins gang
+// is one victim, taken whole, and the borrower's single pod that the gang
+// does not need stays.
+func TestAGangReclaimsAndTakesAnotherGangWhole(t *testing.T) {
+	quotas := []*schedv1alpha1.ElasticQuota{eq("a", rl("cpu", "2"), rl("cpu", "4")), eq("b", rl("cpu", "0"), rl("cpu", "4"))}
 	// b borrows all 3 CPUs of the node: an SP gang of two pods of priority
 	// 10, one pod of priority 0 alone (borrowers' pods go whatever their
 	// priority). The gang is reprieved first, in vain: a's two members need
@@ -242,12 +252,7 @@ profiles:
 	for _, p := range []*v1.Pod{gang0, gang1} {
 		p.Labels = map[string]string{schedv1alpha1.PodGroupLabel: "sp"}
 	}
-	c := podgroupcycle.New(t, config, reg, node("n1", "3"), single, gang0, gang1)
-	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return pl.shared.podsSynced() && len(stateOf(pl.shared.mgr).Pods) == 3, nil
-	}); err != nil {
-		t.Fatal("the quota never counted the bound pods")
-	}
+	c, _ := gangCluster(t, quotas, node("n1", "3"), single, gang0, gang1)
 	members := c.Gang(t, "a", "g", 2, 2, podgroupcycle.Member("1"))
 	if got := c.Attempted(t, "a", "g"); got != "False" {
 		t.Fatalf("the group's PodGroupInitiallyScheduled is %s, want False (waiting for its victims)", got)
@@ -316,21 +321,7 @@ func TestNeverPreemptsResolvesThePolicyAsUpstream(t *testing.T) {
 // eligible pod is removed, the gang is placed, and the min floor applies
 // while victims are reprieved: a-y0 and a-y1 go, a keeps its min on x.
 func TestAGangReclaimsOnTheNodesItCanUse(t *testing.T) {
-	const config = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: gangs
-  plugins:
-    multiPoint:
-      enabled:
-      - name: GangScheduling
-      - name: ElasticQuota
-      disabled:
-      - name: DefaultPreemption
-`
-	var pl *ElasticQuota
 	quotas := []*schedv1alpha1.ElasticQuota{eq("a", rl("cpu", "2"), rl("cpu", "4")), eq("b", rl("cpu", "2"), rl("cpu", "4"))}
-	reg := podgroupcycle.Capture(Name, NewWithClient(fakeEQClient(quotas...)), &pl)
 	hourAgo, tenMinutesAgo := metav1.NewTime(time.Now().Add(-time.Hour)), metav1.NewTime(time.Now().Add(-10*time.Minute))
 	objs := []runtime.Object{}
 	for _, pool := range []string{"x", "y"} {
@@ -346,12 +337,7 @@ profiles:
 		bound.Status.StartTime = &p.started
 		objs = append(objs, bound)
 	}
-	c := podgroupcycle.New(t, config, reg, objs...)
-	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return pl.shared.podsSynced() && len(stateOf(pl.shared.mgr).Pods) == 4, nil
-	}); err != nil {
-		t.Fatal("the quota never counted the bound pods")
-	}
+	c, _ := gangCluster(t, quotas, objs...)
 	c.Gang(t, "b", "g", 2, 2, func(i int) *v1.Pod {
 		p := podgroupcycle.Member("1")(i)
 		p.Spec.NodeSelector = map[string]string{"pool": "y"}
@@ -388,21 +374,7 @@ profiles:
 // would take a below its min; the second try leaves a-x1 there and places
 // one member on x and one on z.
 func TestAGangPlacementTheFloorRefusesIsTriedAgain(t *testing.T) {
-	const config = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: gangs
-  plugins:
-    multiPoint:
-      enabled:
-      - name: GangScheduling
-      - name: ElasticQuota
-      disabled:
-      - name: DefaultPreemption
-`
-	var pl *ElasticQuota
 	quotas := []*schedv1alpha1.ElasticQuota{eq("a", rl("cpu", "1"), rl("cpu", "4")), eq("b", rl("cpu", "2"), rl("cpu", "4")), eq("c", rl("cpu", "0"), rl("cpu", "4"))}
-	reg := podgroupcycle.Capture(Name, NewWithClient(fakeEQClient(quotas...)), &pl)
 	objs := []runtime.Object{}
 	for _, name := range []string{"x", "z"} {
 		n := node(name, "2")
@@ -412,12 +384,7 @@ profiles:
 	for _, p := range []*v1.Pod{pod("a", "a-x0", "1", 0, "x"), pod("a", "a-x1", "1", 0, "x"), pod("c", "c-z0", "1", 0, "z"), pod("c", "c-z1", "1", 0, "z")} {
 		objs = append(objs, p)
 	}
-	c := podgroupcycle.New(t, config, reg, objs...)
-	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return pl.shared.podsSynced() && len(stateOf(pl.shared.mgr).Pods) == 4, nil
-	}); err != nil {
-		t.Fatal("the quota never counted the bound pods")
-	}
+	c, _ := gangCluster(t, quotas, objs...)
 	c.Gang(t, "b", "g", 2, 2, func(i int) *v1.Pod {
 		p := podgroupcycle.Member("1")(i)
 		p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.PreferredSchedulingTerm{{
