@@ -217,7 +217,7 @@ profiles:
 
 // gangCluster runs the PodGroup cycle (gangsConfig) over objs with the
 // quotas, and waits until ElasticQuota counts the bound pods among objs.
-func gangCluster(t *testing.T, quotas []*schedv1alpha1.ElasticQuota, objs ...runtime.Object) (*podgroupcycle.Cluster, *ElasticQuota) {
+func gangCluster(t *testing.T, quotas []*schedv1alpha1.ElasticQuota, objs ...runtime.Object) *podgroupcycle.Cluster {
 	t.Helper()
 	var pl *ElasticQuota
 	reg := podgroupcycle.Capture(Name, NewWithClient(fakeEQClient(quotas...)), &pl)
@@ -233,7 +233,7 @@ func gangCluster(t *testing.T, quotas []*schedv1alpha1.ElasticQuota, objs ...run
 	}); err != nil {
 		t.Fatal("the quota never counted the bound pods")
 	}
-	return c, pl
+	return c
 }
 
 // A native gang within its namespace's min reclaims through the real
@@ -252,7 +252,7 @@ func TestAGangReclaimsAndTakesAnotherGangWhole(t *testing.T) {
 	for _, p := range []*v1.Pod{gang0, gang1} {
 		p.Labels = map[string]string{schedv1alpha1.PodGroupLabel: "sp"}
 	}
-	c, _ := gangCluster(t, quotas, node("n1", "3"), single, gang0, gang1)
+	c := gangCluster(t, quotas, node("n1", "3"), single, gang0, gang1)
 	members := c.Gang(t, "a", "g", 2, 2, podgroupcycle.Member("1"))
 	if got := c.Attempted(t, "a", "g"); got != "False" {
 		t.Fatalf("the group's PodGroupInitiallyScheduled is %s, want False (waiting for its victims)", got)
@@ -337,7 +337,7 @@ func TestAGangReclaimsOnTheNodesItCanUse(t *testing.T) {
 		bound.Status.StartTime = &p.started
 		objs = append(objs, bound)
 	}
-	c, _ := gangCluster(t, quotas, objs...)
+	c := gangCluster(t, quotas, objs...)
 	c.Gang(t, "b", "g", 2, 2, func(i int) *v1.Pod {
 		p := podgroupcycle.Member("1")(i)
 		p.Spec.NodeSelector = map[string]string{"pool": "y"}
@@ -384,7 +384,7 @@ func TestAGangPlacementTheFloorRefusesIsTriedAgain(t *testing.T) {
 	for _, p := range []*v1.Pod{pod("a", "a-x0", "1", 0, "x"), pod("a", "a-x1", "1", 0, "x"), pod("c", "c-z0", "1", 0, "z"), pod("c", "c-z1", "1", 0, "z")} {
 		objs = append(objs, p)
 	}
-	c, _ := gangCluster(t, quotas, objs...)
+	c := gangCluster(t, quotas, objs...)
 	c.Gang(t, "b", "g", 2, 2, func(i int) *v1.Pod {
 		p := podgroupcycle.Member("1")(i)
 		p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.PreferredSchedulingTerm{{
