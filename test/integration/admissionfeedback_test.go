@@ -112,9 +112,13 @@ var _ = Describe("AdmissionFeedback", func() {
 		createNodes(ctx, sandbox.NodeSpec{Name: "af-tenant-big", CPU: "16", Memory: "32Gi", Labels: sel},
 			sandbox.NodeSpec{Name: "af-tenant-small-1", CPU: "4", Memory: "8Gi", Labels: sel},
 			sandbox.NodeSpec{Name: "af-tenant-small-2", CPU: "4", Memory: "8Gi", Labels: sel})
+		// A controller's pod (AdmissionFeedback scores only those), as
+		// another team's ReplicaSet would create it.
 		probe := func(name string) string {
 			GinkgoHelper()
-			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: other, Name: name, SchedulerName: "berth-admissionfeedback", CPU: "500m", NodeSelector: sel})
+			p := sandbox.MakePod(sandbox.PodSpec{Namespace: other, Name: name, SchedulerName: "berth-admissionfeedback", CPU: "500m", NodeSelector: sel})
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: name, UID: types.UID(name + "-rs"), Controller: ptr.To(true)}}
+			_, err := env.Client.CoreV1().Pods(other).Create(ctx, p, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Eventually(sandbox.NodeNameOf(ctx, env.Client, other, name)).ShouldNot(BeEmpty())
 			return must(sandbox.NodeNameOf(ctx, env.Client, other, name)())
