@@ -223,8 +223,10 @@ var _ = Describe("Reclaim for gangs (issue 51)", Serial, func() {
 				names = append(names, name)
 			}
 			Eventually(boundCPU(ctx, a), time.Minute).Should(Equal(int64(2000)), "a's borrowed pods are preempted, down to its min")
-			// The victims are gone: the scheduler's longest backoff is 10 s.
-			Eventually(boundOf(ctx, b, names), 12*time.Second).Should(Equal(4), "each preemptor is bound within seconds of its victims leaving")
+			// The victims are gone: the scheduler's longest backoff is 10 s;
+			// a lost requeue waited for the unschedulable pods' flush (two
+			// minutes). 30 s leaves room for a loaded CI machine.
+			Eventually(boundOf(ctx, b, names), 30*time.Second).Should(Equal(4), "each preemptor is bound within seconds of its victims leaving")
 			Expect(env.Client.AppsV1().Deployments(a).Delete(ctx, borrower, metav1.DeleteOptions{})).To(Succeed())
 			Expect(env.Client.AppsV1().ReplicaSets(a).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "app=" + borrower})).To(Succeed())
 			Expect(env.Client.CoreV1().Pods(a).DeleteCollection(ctx, *metav1.NewDeleteOptions(0), metav1.ListOptions{})).To(Succeed())
