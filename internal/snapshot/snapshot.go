@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/pager"
+
+	"github.com/berth-scheduler/berth/internal/podorigin"
 )
 
 // APIVersion and Kind head a snapshot file.
@@ -287,29 +289,14 @@ func keptManagedFields(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry
 	var kept []metav1.ManagedFieldsEntry
 	for _, e := range u.GetManagedFields() {
 		switch {
-		case e.Manager == "kubelet" && e.Subresource == "status":
+		case podorigin.KubeletStatusWrite(e):
 			kept = append(kept, metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation, APIVersion: e.APIVersion, Time: e.Time, Subresource: e.Subresource})
-		case e.Subresource == "" && ownsNodeName(e.FieldsV1):
+		case podorigin.OwnsNodeName(e):
 			kept = append(kept, metav1.ManagedFieldsEntry{Manager: e.Manager, Operation: e.Operation, APIVersion: e.APIVersion, Time: e.Time,
-				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:nodeName":{}}}`)})
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(podorigin.NodeNameFields)})
 		}
 	}
 	return kept
-}
-
-// ownsNodeName: the field set names spec.nodeName.
-func ownsNodeName(f *metav1.FieldsV1) bool {
-	if f == nil {
-		return false
-	}
-	var fields struct {
-		Spec map[string]json.RawMessage `json:"f:spec"`
-	}
-	if json.Unmarshal(f.GetRawBytes(), &fields) != nil {
-		return false
-	}
-	_, ok := fields.Spec["f:nodeName"]
-	return ok
 }
 
 // containerFieldsDropped are the container fields no scheduling plugin

@@ -7,9 +7,9 @@ package admissionfeedback
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +35,7 @@ import (
 	"github.com/berth-scheduler/berth/internal/cyclestate"
 	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/perclient"
+	"github.com/berth-scheduler/berth/internal/podorigin"
 )
 
 const (
@@ -332,10 +333,10 @@ func slimFailedPod(obj any) (any, error) {
 	var managed []metav1.ManagedFieldsEntry
 	if placedByAuthor(pod) {
 		managed = append(managed, metav1.ManagedFieldsEntry{Manager: "author", Operation: metav1.ManagedFieldsOperationUpdate,
-			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(nodeNameFields)})
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(podorigin.NodeNameFields)})
 	}
 	if t := kubeletWrite(pod); !t.IsZero() {
-		managed = append(managed, metav1.ManagedFieldsEntry{Manager: kubeletManager, Subresource: statusSubresource, Time: &metav1.Time{Time: t}})
+		managed = append(managed, metav1.ManagedFieldsEntry{Manager: "kubelet", Subresource: "status", Time: &metav1.Time{Time: t}})
 	}
 	slim := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
@@ -363,35 +364,13 @@ func latestTransition(pod *v1.Pod) time.Time {
 	return t
 }
 
-// The managed fields refusals are read from: the kubelet's status writes,
-// and spec.nodeName owned by the pod's author.
-const (
-	statusSubresource = "status"
-	kubeletManager    = "kubelet"
-	nodeNameFields    = `{"f:spec":{"f:nodeName":{}}}`
-)
-
 // placedByAuthor: whoever created or updated the pod set spec.nodeName (an
-// entry of its managedFields, not of a subresource, owns it). A scheduler
-// binds through the binding subresource, which the API server writes
-// without a managed-fields entry. A pod placed by its author says nothing
-// of how the node admits what schedulers place there, and counting its
-// refusal would let any namespace make a node a black hole for all.
+// entry of its managedFields, not of a subresource, owns it). A pod placed
+// by its author says nothing of how the node admits what schedulers place
+// there, and counting its refusal would let any namespace make a node a
+// black hole for all.
 func placedByAuthor(pod *v1.Pod) bool {
-	for _, e := range pod.ManagedFields {
-		if e.Subresource != "" || e.FieldsV1 == nil {
-			continue
-		}
-		var f struct {
-			Spec map[string]json.RawMessage `json:"f:spec"`
-		}
-		if err := json.Unmarshal(e.FieldsV1.GetRawBytes(), &f); err == nil {
-			if _, ok := f.Spec["f:nodeName"]; ok {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(pod.ManagedFields, podorigin.OwnsNodeName)
 }
 
 // kubeletWrite is when the kubelet last wrote the pod's status, as its
@@ -399,7 +378,7 @@ func placedByAuthor(pod *v1.Pod) bool {
 func kubeletWrite(pod *v1.Pod) time.Time {
 	var t time.Time
 	for _, e := range pod.ManagedFields {
-		if e.Manager == kubeletManager && e.Subresource == statusSubresource && e.Time != nil && e.Time.After(t) {
+		if podorigin.KubeletStatusWrite(e) && e.Time != nil && e.Time.After(t) {
 			t = e.Time.Time
 		}
 	}
