@@ -119,6 +119,25 @@ func TestReserveFailureOfAnEarlierPluginKeepsTheGangHeld(t *testing.T) {
 	}
 }
 
+// twoOfThreeWaiting starts a gang of minMember 3 whose members g-0 and g-1
+// wait at Permit; g-0's binding goroutine waits on hold between a rejection
+// and Unreserve.
+func twoOfThreeWaiting(t *testing.T) (*sim, []*v1.Pod, chan struct{}) {
+	t.Helper()
+	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2)}
+	s := newSim(t, []*v1.Node{node("n1", "8")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
+	hold := make(chan struct{})
+	s.mu.Lock()
+	s.holdUnreserve["g-0"] = hold
+	s.mu.Unlock()
+	for _, p := range pods[:2] {
+		if st := s.schedule(p); !st.IsWait() {
+			t.Fatalf("%s: %v, want Wait", p.Name, st)
+		}
+	}
+	return s, pods, hold
+}
+
 // Item 3 of issue #26: a member the framework rejected at Permit (its
 // timer, its deletion, a preemption) reaches Coscheduling only in Unreserve,
 // later, on the binding goroutine. Until then it must not count as placed: a
@@ -145,17 +164,7 @@ func TestMemberRejectedAtPermitDoesNotCountBeforeUnreserve(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2)}
-			s := newSim(t, []*v1.Node{node("n1", "8")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
-			hold := make(chan struct{})
-			s.mu.Lock()
-			s.holdUnreserve["g-0"] = hold
-			s.mu.Unlock()
-			for _, p := range pods[:2] {
-				if st := s.schedule(p); !st.IsWait() {
-					t.Fatalf("%s: %v, want Wait", p.Name, st)
-				}
-			}
+			s, pods, hold := twoOfThreeWaiting(t)
 			tc.reject(s, pods[0])
 			// The binding goroutine woke (the framework dropped g-0 from its
 			// waiting pods) and has not reached Unreserve yet.
@@ -746,17 +755,7 @@ func TestARejectedMemberIsForgottenOutsideTheRunningCycle(t *testing.T) {
 // was counted, and the gang was released one short. Permit reads them again
 // once it would release, and counts again without the lost member.
 func TestMemberRejectedWhilePermitDecidesDoesNotCount(t *testing.T) {
-	pods := []*v1.Pod{memberPod("g", 0), memberPod("g", 1), memberPod("g", 2)}
-	s := newSim(t, []*v1.Node{node("n1", "8")}, []*schedv1alpha1.PodGroup{podGroup("g", 3, 0)}, pods)
-	hold := make(chan struct{})
-	s.mu.Lock()
-	s.holdUnreserve["g-0"] = hold
-	s.mu.Unlock()
-	for _, p := range pods[:2] {
-		if st := s.schedule(p); !st.IsWait() {
-			t.Fatalf("%s: %v, want Wait", p.Name, st)
-		}
-	}
+	s, pods, hold := twoOfThreeWaiting(t)
 	// g-0 is preempted in memory after g-2's Permit read the held members
 	// and before it counts them.
 	s.pl.shared.afterHeld = func() {
