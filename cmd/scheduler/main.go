@@ -14,10 +14,14 @@ import (
 
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's plugin args in the config scheme
 	"github.com/berth-scheduler/berth/internal/buildinfo"
+	"github.com/berth-scheduler/berth/internal/mutant"
 	"github.com/berth-scheduler/berth/pkg/registry"
 )
 
 func main() {
+	if mutant.On(mutant.SchedulesWithoutLease) {
+		os.Args = append(os.Args, "--leader-elect=false")
+	}
 	buildinfo.Register() // berth_build_info on /metrics, whatever the profiles
 	os.Exit(cli.Run(app.NewSchedulerCommand(registry.Options()...)))
 }

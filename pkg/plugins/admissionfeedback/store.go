@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/berth-scheduler/berth/internal/mutant"
 )
 
 // maxRefusals bounds the refusals held in memory (one per controller and
@@ -89,6 +91,9 @@ func (s *store) ttlFor(count int) time.Duration {
 // observe records a refusal. It reports the refusal as stored (nil for a
 // pod already counted) and whether the node became a black hole.
 func (s *store) observe(o observed) (r *refusal, becameBlackHole bool) {
+	if mutant.On(mutant.ForgetsRefusals) {
+		return nil, false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	wasBlack := s.isBlackHoleLocked(o.node, o.at)

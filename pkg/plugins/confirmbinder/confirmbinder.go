@@ -36,6 +36,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/internal/mutant"
 	"github.com/berth-scheduler/berth/internal/perclient"
 	"github.com/berth-scheduler/berth/internal/quantity"
 )
@@ -298,7 +299,7 @@ func (pl *ConfirmBinder) Bind(ctx context.Context, state fwk.CycleState, pod *v1
 			confirm = s.confirm
 		}
 	}
-	if !confirm {
+	if !confirm || mutant.On(mutant.ConfirmBinderSkips) {
 		confirmations.WithLabelValues(resultSkipped).Inc()
 		return pl.binder.Bind(ctx, state, pod, nodeName)
 	}

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/berth-scheduler/berth/internal/mutant"
 )
 
 // groupKeyOf returns "namespace/name" of the PodGroup pod belongs to.
@@ -352,7 +354,11 @@ func (m *manager) permit(key string, uid types.UID, held sets.Set[types.UID]) (r
 	g := m.get(key)
 	c = g.counts()
 	gone := m.goneLocked(g, uid, held)
-	if g.spec != nil && c.placed-gone.Len() >= g.spec.minMember {
+	need := g.spec != nil && c.placed-gone.Len() >= g.spec.minMember
+	if g.spec != nil && mutant.On(mutant.GangOneShort) {
+		need = c.placed-gone.Len() >= g.spec.minMember-1
+	}
+	if need {
 		allowed, since = m.releaseLocked(g, gone)
 		return true, c, allowed, since
 	}

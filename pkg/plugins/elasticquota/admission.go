@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/berth-scheduler/berth/internal/mutant"
 )
 
 const stateKey fwk.StateKey = "PreFilter" + Name
@@ -192,7 +194,7 @@ func (s *preFilterState) admit() *denial {
 	ns := s.pod.Namespace
 	for _, name := range s.keys {
 		x, u := s.req[name], s.used[name]
-		if mx, ok := s.max[name]; ok {
+		if mx, ok := s.max[name]; ok && !mutant.On(mutant.QuotaIgnoresMax) {
 			if x > mx {
 				return &denial{reason: reasonMax, unresolvable: true, msg: fmt.Sprintf(
 					"pod's %s request %s exceeds the max %s of ElasticQuota %s/%s",

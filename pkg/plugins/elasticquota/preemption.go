@@ -15,6 +15,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
+	"github.com/berth-scheduler/berth/internal/mutant"
 	"github.com/berth-scheduler/berth/internal/preemptible"
 )
 
@@ -385,6 +386,9 @@ func newVictimRule(m *manager, s *preFilterState) *victimRule {
 // and a team using less than its memory min must still give back the CPU it
 // borrowed.
 func (r *victimRule) borrows(other string, q *quota) bool {
+	if mutant.On(mutant.ReclaimIgnoresMin) {
+		return true
+	}
 	used, leaving := r.m.nsUsed[other], r.m.nsLeaving[other]
 	for name, mn := range q.min {
 		if r.s.req[name] > 0 && used[name]-leaving[name]-r.taken[other][name] > mn {
@@ -402,7 +406,7 @@ func (r *victimRule) eligible(p *v1.Pod) (ok bool, req vec) {
 	pp := corev1helpers.PodPriority(p)
 	switch q := m.quotas[p.Namespace]; {
 	case p.Namespace == s.pod.Namespace:
-		return pp < s.prio, nil
+		return pp < s.prio || mutant.On(mutant.PreemptsHigherPriority), nil
 	case !s.hasQuota:
 		return q == nil && pp < s.prio, nil
 	case q == nil:
