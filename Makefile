@@ -383,6 +383,33 @@ soak: build envtest-bin ## Soak: two Berth replicas, real kube-controller-manage
 test-soak: build envtest-bin ## The 3-minute soak of make test: seed 1, 200 nodes, a fault every 15s; fails on any violation (docs/soak.md).
 	$(SOAK_RUN) --minutes 3 --nodes 200 --seed 1 --fault-every 15s --out $(BIN)/soak-test
 
+# The planted faults of internal/mutant, each run as a short soak by
+# soak-mutants (bin/scheduler-mutants: -tags soakmutants, never released).
+MUTANTS ?= confirmbinder-skips-check elasticquota-ignores-max reclaim-ignores-min preempts-higher-priority coscheduling-one-short admissionfeedback-forgets schedules-without-lease
+MUTANT_MINUTES ?= 3
+MUTANT_NODES ?= 200
+
+.PHONY: scheduler-mutants
+scheduler-mutants: ## bin/scheduler-mutants: the scheduler with internal/mutant's planted faults (-tags soakmutants; for soak-mutants only).
+	$(GO) build -tags soakmutants -o $(BIN)/scheduler-mutants ./cmd/scheduler
+
+.PHONY: soak-mutants
+soak-mutants: envtest-bin scheduler-mutants ## Proof the soak can fail: one short soak per planted fault (MUTANTS), each must end in a violation; writes bin/soak-mutants/table.md (fault, caught by which invariant, after how long).
+	@mkdir -p $(BIN)/soak-mutants; $(TOOL_BUILD_CMD) -o $(BIN)/berth-soak ./hack/soak
+	@for m in $(MUTANTS); do \
+		echo ">> mutant $$m"; \
+		$(BIN)/berth-soak --scheduler $(BIN)/scheduler-mutants --assets $(ENVTEST_DIR) --kwok $(KWOK) --kwok-crds $(KWOK_CRDS) --metrics-server $(METRICS_SERVER) \
+			--minutes $(MUTANT_MINUTES) --nodes $(MUTANT_NODES) --seed 1 --fault-every 15s --drain 1m --mutant $$m --out $(BIN)/soak-mutants/$$m > $(BIN)/soak-mutants/$$m.log 2>&1; \
+		echo "   exit $$?: $$(grep -c '^VIOLATION' $(BIN)/soak-mutants/$$m.log) violations"; \
+	done
+	$(BIN)/berth-soak --mutants-table $(BIN)/soak-mutants $(MUTANTS) | tee $(BIN)/soak-mutants/table.md
+
+.PHONY: soak-leak
+soak-leak: build envtest-bin ## Leaks: 25 minutes without leader kills or restarts, failing on a replica's RSS slope over 2 MiB/min or goroutine slope over 5/min (judged over a process start of at least 10 minutes).
+	$(SOAK_RUN) --minutes 25 --nodes $(SOAK_NODES) --seed 3 --fault-every 30s \
+		--faults node-add,node-cordon,node-delete,node-refuse,node-not-ready,node-relabel,metrics-server-restart,controller-manager-restart \
+		--max-rss-slope 2 --max-goroutine-slope 5 --leak-window 10m --out $(BIN)/soak-leak
+
 # make demo's build steps: target=description=seconds on a cold start (2
 # cores, empty module and build caches; measured, see the README).
 DEMO_STEPS = \

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,18 +24,19 @@ import (
 
 // cluster is the soak's substrate: the control plane, the real
 // kube-controller-manager, KWOK's kubelets, metrics-server when it can run,
-// and the Berth replicas, which reach the API server through proxy (the
-// API outage fault cuts it).
+// and the Berth replicas, each of which reaches the API server through a
+// proxy of its own (the outage, partition and slow-API faults act on them).
 type cluster struct {
 	cp       *sandbox.ControlPlane
 	cm       *sandbox.ControllerManager
 	kwok     *sandbox.KWOK
 	ms       *sandbox.MetricsServer
-	proxy    *sandbox.Proxy
 	replicas []*replica
 	c        kubernetes.Interface
 	sp       versioned.Interface
 	scrape   *http.Client
+	// sinceLeaseFault: the faults' record (set once they exist).
+	sinceLeaseFault func() time.Duration
 }
 
 // replica is one Berth scheduler process, restarted when it exits, as a
@@ -43,6 +45,8 @@ type replica struct {
 	name, bin, config, dir string
 	port                   int
 	args                   []string
+	env                    []string
+	proxy                  *sandbox.Proxy
 
 	mu       sync.Mutex
 	proc     *sandbox.Process
@@ -52,6 +56,26 @@ type replica struct {
 	stopping bool
 	// killed: the next exit is the leader-kill fault's SIGKILL.
 	killed bool
+	// paused: SIGSTOPped by the leader-pause fault.
+	paused bool
+}
+
+func (r *replica) pause() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.paused = true
+	return r.proc.SignalStop()
+}
+
+// resume sends SIGCONT to the process paused (a restart since is not paused).
+func (r *replica) resume() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.paused {
+		return nil
+	}
+	r.paused = false
+	return r.proc.SignalCont()
 }
 
 // exitRecord is why a replica's process ended.
@@ -60,6 +84,9 @@ type exitRecord struct {
 	Cause  string        `json:"cause"` // killed, lost-lease, panic, other
 	Log    string        `json:"log"`
 	Detail string        `json:"detail,omitempty"`
+	// LeaseFaultAgo: the time since a fault that can cost the lease
+	// began or ended.
+	LeaseFaultAgo time.Duration `json:"leaseFaultAgo"`
 }
 
 // sample is one scrape of a replica's /metrics.
@@ -85,7 +112,7 @@ func (r *replica) start() error {
 	defer r.mu.Unlock()
 	r.starts++
 	args := append([]string{"--config=" + r.config}, r.args...)
-	p, err := sandbox.StartProcess(r.bin, args, r.logPath(r.starts))
+	p, err := sandbox.StartProcessEnv(r.bin, args, r.env, r.logPath(r.starts))
 	if err != nil {
 		return err
 	}
@@ -110,9 +137,13 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// exitCause reads the end of a replica's log: upstream exits with
-// "leaderelection lost" when it cannot renew its lease (an outage); a Go
-// panic prints "panic:" and goroutine stacks.
+// klogFatal is a klog.Fatal line (severity F, then MMDD).
+var klogFatal = regexp.MustCompile(`^F\d{4} `)
+
+// exitCause reads a replica's log: upstream exits with "leaderelection
+// lost" when it cannot renew its lease (an outage); a Go panic prints
+// "panic:" and goroutine stacks; klog.Fatal an F line; anything else
+// (os.Exit, a signal nobody sent) is "other".
 func exitCause(path string) (string, string) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -122,11 +153,14 @@ func exitCause(path string) (string, string) {
 	var tail []string
 	s := bufio.NewScanner(f)
 	s.Buffer(make([]byte, 1<<20), 1<<20)
-	panicLine := ""
+	panicLine, fatalLine := "", ""
 	for s.Scan() {
 		line := s.Text()
 		if panicLine == "" && (strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "fatal error:") || strings.Contains(line, "Observed a panic")) {
 			panicLine = line
+		}
+		if fatalLine == "" && klogFatal.MatchString(line) {
+			fatalLine = line
 		}
 		tail = append(tail, line)
 		if len(tail) > 30 {
@@ -138,6 +172,8 @@ func exitCause(path string) (string, string) {
 		return "panic", panicLine
 	case strings.Contains(strings.ToLower(strings.Join(tail, "\n")), "leaderelection lost"):
 		return "lost-lease", ""
+	case fatalLine != "":
+		return "fatal", fatalLine
 	default:
 		return "other", strings.Join(tail[max(0, len(tail)-5):], "\n")
 	}

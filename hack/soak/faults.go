@@ -29,10 +29,53 @@ type faults struct {
 	pending []func()
 	mu      sync.Mutex // serialises faults and their undo timers
 	gen     map[string]int
+	// kinds and weights: the faults this soak injects (--faults).
+	kinds   []string
+	weights []int
+	// leaseAt: when a fault that can cost a leader its lease last began
+	// or ended; a lost lease long after it is a violation.
+	leaseMu sync.Mutex
+	leaseAt time.Time
 }
 
-func newFaults(seed int64, cl *cluster, w *watcher, nodes []string) *faults {
-	return &faults{rng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), cl: cl, w: w, nodes: nodes, count: map[string]int{}, gen: map[string]int{}}
+// faultWeights are the faults and how often each is drawn.
+var faultWeights = []struct {
+	kind   string
+	weight int
+}{
+	{"leader-kill", 2}, {"leader-pause", 2}, {"leader-partition", 2}, {"slow-api", 1}, {"api-outage", 1},
+	{"apiserver-restart", 1}, {"etcd-restart", 1}, {"controller-manager-restart", 1}, {"kwok-restart", 1},
+	{"node-add", 2}, {"node-cordon", 2}, {"node-delete", 1}, {"node-refuse", 3}, {"node-not-ready", 2},
+	{"node-relabel", 1}, {"metrics-server-restart", 1},
+}
+
+// leaseFaults are the kinds after which a lost lease is expected.
+var leaseFaults = map[string]bool{"leader-pause": true, "leader-partition": true, "slow-api": true, "api-outage": true, "apiserver-restart": true, "etcd-restart": true}
+
+func (f *faults) leaseFault() {
+	f.leaseMu.Lock()
+	f.leaseAt = time.Now()
+	f.leaseMu.Unlock()
+}
+
+// sinceLeaseFault is the time since a lease fault last began or ended.
+func (f *faults) sinceLeaseFault() time.Duration {
+	f.leaseMu.Lock()
+	defer f.leaseMu.Unlock()
+	if f.leaseAt.IsZero() {
+		return time.Duration(1 << 62)
+	}
+	return time.Since(f.leaseAt)
+}
+
+func newFaults(seed int64, cl *cluster, w *watcher, nodes []string, only map[string]bool) *faults {
+	f := &faults{rng: rand.New(rand.NewPCG(uint64(seed), 0xfa17)), cl: cl, w: w, nodes: nodes, count: map[string]int{}, gen: map[string]int{}}
+	for _, k := range faultWeights {
+		if len(only) == 0 || only[k.kind] {
+			f.kinds, f.weights = append(f.kinds, k.kind), append(f.weights, k.weight)
+		}
+	}
+	return f
 }
 
 func (f *faults) node() string { return f.nodes[f.rng.IntN(len(f.nodes))] }
@@ -43,8 +86,7 @@ func (f *faults) node() string { return f.nodes[f.rng.IntN(len(f.nodes))] }
 func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	kinds := []string{"leader-kill", "api-outage", "node-add", "node-cordon", "node-delete", "node-refuse", "node-not-ready", "metrics-server-restart"}
-	weights := []int{2, 1, 2, 2, 1, 3, 2, 1}
+	kinds, weights := f.kinds, f.weights
 	total := 0
 	for _, w := range weights {
 		total += w
@@ -74,15 +116,110 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		}
 		logf("fault leader-kill: SIGKILL %s", r.name)
 		r.kill()
-		f.w.faultEnded()
+	case "leader-pause":
+		// SIGSTOP, then SIGCONT once its lease has expired (15 s) and
+		// another replica may lead: it wakes with bindings in flight.
+		r := f.cl.leader(ctx)
+		if r == nil {
+			logf("fault leader-pause: no leader now")
+			return nil
+		}
+		pause := hold + 10*time.Second
+		logf("fault leader-pause: SIGSTOP %s for %s", r.name, pause)
+		f.leaseFault()
+		if err := r.pause(); err != nil {
+			return err
+		}
+		f.later(kind, pause, func() {
+			f.leaseFault()
+			if err := r.resume(); err != nil {
+				logf("fault leader-pause: SIGCONT %s: %v", r.name, err)
+			}
+			logf("fault leader-pause: SIGCONT %s", r.name)
+		})
+	case "leader-partition":
+		// The leader's path to the API server holds every byte for
+		// longer than its renew deadline (10 s): a partition that delays
+		// instead of resetting; the held requests arrive late.
+		r := f.cl.leader(ctx)
+		if r == nil {
+			logf("fault leader-partition: no leader now")
+			return nil
+		}
+		delay := hold + 5*time.Second
+		logf("fault leader-partition: %s's traffic held %s for %s", r.name, delay, 2*delay)
+		f.leaseFault()
+		r.proxy.Delay(delay)
+		f.later(kind+"/"+r.name, 2*delay, func() {
+			f.leaseFault()
+			r.proxy.Delay(0)
+			logf("fault leader-partition: %s's path restored", r.name)
+		})
+	case "slow-api":
+		delay := time.Duration(1+f.rng.IntN(4)) * time.Second
+		logf("fault slow-api: %s of latency each way on the replicas' requests for %s", delay, 2*hold)
+		f.leaseFault()
+		for _, r := range f.cl.replicas {
+			r.proxy.Delay(delay)
+		}
+		f.later(kind, 2*hold, func() {
+			f.leaseFault()
+			for _, r := range f.cl.replicas {
+				r.proxy.Delay(0)
+			}
+			logf("fault slow-api: ended")
+		})
 	case "api-outage":
 		logf("fault api-outage: the replicas' path to the API server cut for %s", hold)
-		f.cl.proxy.Cut()
+		f.leaseFault()
+		for _, r := range f.cl.replicas {
+			r.proxy.Cut()
+		}
 		f.later("api-outage", hold, func() {
-			f.cl.proxy.Restore()
-			f.w.faultEnded()
+			f.leaseFault()
+			for _, r := range f.cl.replicas {
+				r.proxy.Restore()
+			}
 			logf("fault api-outage: restored")
 		})
+	case "apiserver-restart", "etcd-restart":
+		logf("fault %s", kind)
+		f.leaseFault()
+		restart := f.cl.cp.RestartAPIServer
+		if kind == "etcd-restart" {
+			restart = f.cl.cp.RestartEtcd
+		}
+		err := restart(ctx)
+		f.leaseFault()
+		if err != nil {
+			return fmt.Errorf("%s: %w", kind, err)
+		}
+		logf("fault %s: ready again", kind)
+	case "controller-manager-restart":
+		logf("fault controller-manager-restart")
+		return f.cl.cm.Restart()
+	case "kwok-restart":
+		logf("fault kwok-restart")
+		return f.cl.kwok.Restart()
+	case "node-relabel":
+		// A label the batch rule scores moves; a taint no pod tolerates
+		// comes and goes.
+		logf("fault node-relabel: %s spot label toggled, tainted for %s", node, hold)
+		n, err := c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return ignoreNotFound(err)
+		}
+		spot := "null"
+		if n.Labels["lifecycle"] != "spot" {
+			spot = `"spot"`
+		}
+		if _, err := c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"labels":{"lifecycle":%s}}}`, spot), metav1.PatchOptions{}); err != nil {
+			return ignoreNotFound(err)
+		}
+		if err := taint(ctx, f.cl, node, true); err != nil {
+			return ignoreNotFound(err)
+		}
+		f.later(kind+"/"+node, hold, func() { _ = taint(context.Background(), f.cl, node, false) })
 	case "node-add":
 		f.seq++
 		n := 5 + f.rng.IntN(16)
@@ -170,6 +307,15 @@ func (f *faults) undoAll() {
 		u()
 	}
 	f.pending = nil
+}
+
+func taint(ctx context.Context, cl *cluster, node string, on bool) error {
+	patch := `{"spec":{"taints":null}}`
+	if on {
+		patch = `{"spec":{"taints":[{"key":"soak.berth.dev/fault","value":"relabel","effect":"NoSchedule"}]}}`
+	}
+	_, err := cl.c.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	return err
 }
 
 func cordon(ctx context.Context, cl *cluster, node string, on bool) error {

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -36,8 +37,21 @@ type options struct {
 	metricsServer string
 	// opsPerSecond is the workload generator's rate.
 	opsPerSecond float64
-	// faultEvery is the mean time between faults.
+	// faultEvery is the mean time between faults (0: none).
 	faultEvery time.Duration
+	// faults limits the kinds injected (empty: all).
+	faults map[string]bool
+	// drain: after the faults are healed and the workload stops, how long
+	// every invariant keeps watching before the verdict.
+	drain time.Duration
+	// mutant is the planted fault the replicas run with (a scheduler built
+	// with -tags soakmutants).
+	mutant string
+	// maxRSSSlope and maxGoroutineSlope fail the run when a replica's slope
+	// (over a process start of at least leakWindow) exceeds them; 0: only
+	// reported.
+	maxRSSSlope, maxGoroutineSlope float64
+	leakWindow                     time.Duration
 }
 
 func main() {
@@ -52,10 +66,34 @@ func main() {
 	flag.StringVar(&o.kwokCRDs, "kwok-crds", "", "directory holding KWOK's CRDs (make envtest-bin)")
 	flag.StringVar(&o.metricsServer, "metrics-server", "", "metrics-server's binary (make envtest-bin); empty: LoadAware runs without metrics")
 	flag.Float64Var(&o.opsPerSecond, "ops-per-second", 2, "workload operations per second")
-	faultEvery := flag.Duration("fault-every", 20*time.Second, "mean time between faults")
+	faultEvery := flag.Duration("fault-every", 20*time.Second, "mean time between faults (0: none)")
+	faultKinds := flag.String("faults", "", "comma-separated fault kinds to inject (empty: all; see faults.go)")
+	flag.DurationVar(&o.drain, "drain", 3*time.Minute, "after the faults heal and the workload stops, how long the invariants keep watching")
+	flag.StringVar(&o.mutant, "mutant", "", "planted fault for the replicas (BERTH_MUTANT; the scheduler must be built with -tags soakmutants)")
+	flag.Float64Var(&o.maxRSSSlope, "max-rss-slope", 0, "fail when a replica's RSS grows faster (MiB/min) over a process start of at least --leak-window (0: report only)")
+	flag.Float64Var(&o.maxGoroutineSlope, "max-goroutine-slope", 0, "fail when a replica's goroutines grow faster (/min) over a process start of at least --leak-window (0: report only)")
+	flag.DurationVar(&o.leakWindow, "leak-window", 10*time.Minute, "the shortest process start the leak thresholds judge")
+	mutantsTable := flag.String("mutants-table", "", "print the mutants' table from DIR/<mutant>/report.json for the mutants named as arguments, and exit")
 	flag.Parse()
+	if *mutantsTable != "" {
+		os.Exit(printMutantsTable(*mutantsTable, flag.Args()))
+	}
 	o.duration = time.Duration(*minutes * float64(time.Minute))
 	o.faultEvery = *faultEvery
+	if *faultKinds != "" {
+		o.faults = map[string]bool{}
+		known := map[string]bool{}
+		for _, k := range faultWeights {
+			known[k.kind] = true
+		}
+		for _, k := range strings.Split(*faultKinds, ",") {
+			if !known[k] {
+				fmt.Fprintf(os.Stderr, "--faults: unknown fault %q\n", k)
+				os.Exit(2)
+			}
+			o.faults[k] = true
+		}
+	}
 	if o.seed == 0 {
 		o.seed = time.Now().UnixNano() % 1_000_000
 	}

@@ -31,6 +31,17 @@ type report struct {
 	Replicas        []replicaReport  `json:"replicas"`
 	Violations      []violation      `json:"violations"`
 	Command         string           `json:"command"`
+	// Invariants: how much each was evaluated.
+	Invariants []invariantReport `json:"invariants"`
+	// Evictions seen (upstream's Preempted events), and of them victims a
+	// PodDisruptionBudget protected.
+	Evictions    int     `json:"evictions"`
+	PDBEvictions int     `json:"pdbEvictions"`
+	Mutant       string  `json:"mutant,omitempty"`
+	DrainMinutes float64 `json:"drainMinutes"`
+	// FirstViolation: seconds from the start to the first violation, by
+	// invariant (the mutants' table reads it).
+	FirstViolation map[string]float64 `json:"firstViolationSeconds,omitempty"`
 }
 
 type replicaReport struct {
@@ -55,7 +66,6 @@ func buildReport(o options, g *generator, f *faults, w *watcher, cl *cluster, op
 		PodsCreated: w.podsCreated, PodsBound: w.podsBound, PodsDeleted: w.podsDeleted, Refusals: w.refusalCount,
 		PodsRunning: w.podsRunning, PodsSucceeded: w.podsSucceeded, PodsCrashed: w.podsFailed, GracefulDeletes: w.gracefulDeletions,
 		LatencySeconds: percentiles(w.latencies),
-		Violations:     append([]violation{}, w.violations...),
 		Command:        fmt.Sprintf("make soak SOAK_MINUTES=%g SOAK_NODES=%d SOAK_SEED=%d", o.duration.Minutes(), o.nodes, o.seed),
 	}
 	half := o.duration.Seconds() / 2
@@ -65,6 +75,30 @@ func buildReport(o options, g *generator, f *faults, w *watcher, cl *cluster, op
 		rep.mu.Unlock()
 		rr.RSSSlopeMiBPerMin, rr.GoroutineSlopePerMin, rr.SlopeWindowMinutes, rr.MeanRSSMiB, rr.MeanRoutines = slopes(rr.Samples, half)
 		r.Replicas = append(r.Replicas, rr)
+		// 10. Leaks: a slope over a long enough process start fails the
+		// run when a threshold is set.
+		if rr.SlopeWindowMinutes*60 >= o.leakWindow.Seconds() {
+			w.event("10-leak", rep.name, true)
+			if o.maxRSSSlope > 0 && rr.RSSSlopeMiBPerMin > o.maxRSSSlope {
+				w.violate("leak-rss/"+rep.name, "10-leak", fmt.Sprintf("replica %s: RSS grew %.2f MiB/min over %.1f min (threshold %.2f)", rep.name, rr.RSSSlopeMiBPerMin, rr.SlopeWindowMinutes, o.maxRSSSlope), "replica "+rep.name)
+			}
+			if o.maxGoroutineSlope > 0 && rr.GoroutineSlopePerMin > o.maxGoroutineSlope {
+				w.violate("leak-goroutines/"+rep.name, "10-leak", fmt.Sprintf("replica %s: goroutines grew %.1f/min over %.1f min (threshold %.1f)", rep.name, rr.GoroutineSlopePerMin, rr.SlopeWindowMinutes, o.maxGoroutineSlope), "replica "+rep.name)
+			}
+		} else if o.maxRSSSlope > 0 || o.maxGoroutineSlope > 0 {
+			w.event("10-leak", rep.name, false)
+		}
+	}
+	r.Violations = append([]violation{}, w.violations...)
+	r.Invariants = w.invariantReports()
+	r.Evictions, r.PDBEvictions, r.Mutant, r.DrainMinutes = w.evictions, w.pdbEvictions, o.mutant, o.drain.Minutes()
+	for _, v := range r.Violations {
+		if r.FirstViolation == nil {
+			r.FirstViolation = map[string]float64{}
+		}
+		if t, ok := r.FirstViolation[v.Invariant]; !ok || v.At < t {
+			r.FirstViolation[v.Invariant] = v.At
+		}
 	}
 	return r
 }
@@ -133,6 +167,9 @@ func (r *report) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Soak: %g minutes, %d nodes, seed %d\n\n", r.Minutes, r.Nodes, r.Seed)
 	fmt.Fprintf(&b, "Command: `%s`. Violations: **%d**.\n\n", r.Command, len(r.Violations))
+	if r.Mutant != "" {
+		fmt.Fprintf(&b, "Planted fault: **%s**.\n\n", r.Mutant)
+	}
 	fmt.Fprintf(&b, "Pods created %d, bound %d, deleted %d; admission refusals %d; operation errors %d.\n", r.PodsCreated, r.PodsBound, r.PodsDeleted, r.Refusals, r.OperationErrors)
 	fmt.Fprintf(&b, "KWOK's kubelets: %d pods Running, %d Succeeded (Jobs), %d crashed, %d graceful deletions finished.\n\n", r.PodsRunning, r.PodsSucceeded, r.PodsCrashed, r.GracefulDeletes)
 	if r.LatencySeconds != nil {
@@ -146,6 +183,15 @@ func (r *report) markdown() string {
 	b.WriteString("\n| fault | count |\n| --- | --- |\n")
 	for _, k := range r.Faults {
 		fmt.Fprintf(&b, "| %s | %d |\n", k.Kind, k.Count)
+	}
+	fmt.Fprintf(&b, "\nEvictions (upstream's Preempted events): %d, of them %d of a PodDisruptionBudget's protected pods.\n", r.Evictions, r.PDBEvictions)
+	b.WriteString("\n## Invariants: how much each was evaluated\n\nObject-seconds in scope (an object in the state the invariant judges) and evaluated (not within the object's own grace, and for bounds that need a scheduler, while a replica led); events for the invariants judged at an event. The drain (" + fmt.Sprintf("%g", r.DrainMinutes) + " min, faults healed, no new work) is included.\n\n| invariant | objects judged | in scope (object-s) | evaluated (object-s) | events (judged) | share evaluated |\n| --- | --- | --- | --- | --- | --- |\n")
+	for _, inv := range r.Invariants {
+		ev := ""
+		if inv.Events > 0 {
+			ev = fmt.Sprintf("%d (%d)", inv.Events, inv.EventsJudged)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %s | %.1f %% |\n", inv.Invariant, inv.Judged, inv.InScopeSeconds, inv.EvaluatedSeconds, ev, 100*inv.Share)
 	}
 	b.WriteString("\n| replica | starts | exits (cause) | mean RSS (MiB) | RSS slope (MiB/min) | mean goroutines | goroutine slope (/min) | over (min) |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, rr := range r.Replicas {
@@ -169,4 +215,40 @@ func (r *report) markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// printMutantsTable prints, per planted fault, whether its soak caught it
+// (a violation), by which invariants and how soon; it returns 1 if any
+// was missed or did not run.
+func printMutantsTable(dir string, mutants []string) int {
+	rc := 0
+	fmt.Println("| planted fault | caught | first violation (s), by invariant | violations |")
+	fmt.Println("| --- | --- | --- | --- |")
+	for _, m := range mutants {
+		raw, err := os.ReadFile(filepath.Join(dir, m, "report.json"))
+		if err != nil {
+			fmt.Printf("| %s | no report (%v) | | |\n", m, err)
+			rc = 1
+			continue
+		}
+		var r report
+		if err := json.Unmarshal(raw, &r); err != nil {
+			fmt.Printf("| %s | unreadable report (%v) | | |\n", m, err)
+			rc = 1
+			continue
+		}
+		var firsts []string
+		for inv, at := range r.FirstViolation {
+			firsts = append(firsts, fmt.Sprintf("%s at %.0f", inv, at))
+		}
+		sort.Strings(firsts)
+		caught := "**missed**"
+		if len(r.Violations) > 0 {
+			caught = "yes"
+		} else {
+			rc = 1
+		}
+		fmt.Printf("| %s | %s | %s | %d |\n", m, caught, strings.Join(firsts, "; "), len(r.Violations))
+	}
+	return rc
 }

@@ -57,7 +57,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := &cluster{cp: cp, c: cp.Client}
+	cl := &cluster{cp: cp, c: cp.Client, sinceLeaseFault: func() time.Duration { return time.Duration(1 << 62) }}
 	logsDir := filepath.Join(o.out, "logs")
 	stopWatch := func() {}
 	defer func() {
@@ -129,30 +129,48 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if cl.proxy, err = sandbox.StartProxy(cp, "berth-replicas"); err != nil {
-		return nil, err
-	}
-	cfg, err := sandbox.PrepareConfig(cp.Dir, "soak-scheduler.yaml", cl.proxy.Kubeconfig, true, filepath.Join(root, "manifests", "examples", "all-plugins.yaml"))
-	if err != nil {
+	if err := installChartRBAC(ctx, cp, root); err != nil {
 		return nil, err
 	}
 	for i := range 2 {
+		name := fmt.Sprintf("berth-%d", i)
+		proxy, err := sandbox.StartProxy(cp, name)
+		if err != nil {
+			return nil, err
+		}
+		kubeconfig, direct, err := replicaKubeconfigs(cp, proxy, name)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := sandbox.PrepareConfig(cp.Dir, name+"-scheduler.yaml", kubeconfig, true, filepath.Join(root, "manifests", "examples", "all-plugins.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		if err := useChartLease(cfg); err != nil {
+			return nil, err
+		}
 		port, err := freePort()
 		if err != nil {
 			return nil, err
 		}
-		r := &replica{name: fmt.Sprintf("berth-%d", i), bin: o.scheduler, config: cfg, dir: cp.Dir, port: port, args: []string{
-			fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir=" + filepath.Join(cp.Dir, fmt.Sprintf("berth-%d-certs", i)),
+		r := &replica{name: name, bin: o.scheduler, config: cfg, dir: cp.Dir, port: port, proxy: proxy, args: []string{
+			fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--cert-dir=" + filepath.Join(cp.Dir, name+"-certs"),
 			// Delegated authentication and authorization straight to
 			// the API server, so /metrics answers during an outage.
-			"--authentication-kubeconfig=" + cp.Kubeconfig, "--authorization-kubeconfig=" + cp.Kubeconfig,
+			"--authentication-kubeconfig=" + direct, "--authorization-kubeconfig=" + direct,
 		}}
+		if o.mutant != "" {
+			r.env = []string{"BERTH_MUTANT=" + o.mutant}
+		}
 		if err := r.start(); err != nil {
 			return nil, err
 		}
 		cl.replicas = append(cl.replicas, r)
 	}
-	logf("two Berth replicas (leader election on), profile berth-all from manifests/examples/all-plugins.yaml")
+	logf("two Berth replicas (leader election on), profile berth-all from manifests/examples/all-plugins.yaml, as the chart's ServiceAccount %s/%s with its RBAC", chartNamespace, chartServiceAccount)
+	if o.mutant != "" {
+		logf("MUTANT: the replicas plant %q", o.mutant)
+	}
 
 	soakCtx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
@@ -172,7 +190,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		})
 	}
 	loop(500*time.Millisecond, func() { cl.supervise(soakCtx) })
-	loop(5*time.Second, func() { cl.sampleAll(soakCtx) })
+	loop(5*time.Second, func() { cl.sampleAll(soakCtx, w) })
 	loop(3*time.Second, func() {
 		// A replica that does not answer its scrape may be a starved
 		// leader: the checks go on (they would hide a stall otherwise).
@@ -180,11 +198,12 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		if r == nil && !known {
 			logf("watcher: a replica did not answer its scrape; checking as if it led")
 		}
-		w.check(r != nil || !known)
+		w.check(r != nil, known)
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
 	// The generator and the faults run in this goroutine, in order.
-	fl := newFaults(o.seed, cl, w, names)
+	fl := newFaults(o.seed, cl, w, names, o.faults)
+	cl.sinceLeaseFault = fl.sinceLeaseFault
 	// Undo what is still in effect before the processes stop, also when
 	// interrupted.
 	defer fl.undoAll()
@@ -201,7 +220,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 				opErrors++
 				logf("operation %s: %v", kind, err)
 			}
-			if time.Now().After(nextFault) {
+			if time.Now().After(nextFault) && o.faultEvery > 0 {
 				if err := fl.inject(soakCtx, logf); err != nil && soakCtx.Err() == nil {
 					logf("fault: %v", err)
 				}
@@ -214,19 +233,28 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	if ctx.Err() != nil {
 		return nil, errors.New("interrupted")
 	}
+	// Heal, then judge: every fault undone, the workload stopped, and the
+	// invariants on for the drain; a pod still waiting at its end for room
+	// that was there is a violation.
 	fl.undoAll()
-	w.faultEnded()
-	// One last look, after the faults are undone.
-	w.check(cl.leader(ctx) != nil)
-	for _, r := range cl.replicas {
-		for _, e := range r.exitsSnapshot() {
-			if e.Cause == "panic" {
-				w.mu.Lock()
-				w.violate("panic/"+r.name+"/"+e.Log, "7-nothing-lost", fmt.Sprintf("replica %s panicked: %s", r.name, e.Detail), "log "+e.Log)
-				w.mu.Unlock()
-			}
-		}
+	logf("heal: faults undone, workload stopped; draining for %s with every invariant on", o.drain)
+	drainCtx, cancelDrain := context.WithTimeout(ctx, o.drain)
+	soakCtx = drainCtx
+	loop(500*time.Millisecond, func() { cl.supervise(drainCtx) })
+	loop(5*time.Second, func() { cl.sampleAll(drainCtx, w) })
+	loop(3*time.Second, func() {
+		r, known := cl.leaderKnown(drainCtx)
+		w.check(r != nil, known)
+	})
+	loop(30*time.Second, func() { cl.logProgress(logf) })
+	<-drainCtx.Done()
+	cancelDrain()
+	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, errors.New("interrupted")
 	}
+	w.judgeDrained()
+	cl.judgeExits(w, fl)
 	rep = buildReport(o, gen, fl, w, cl, opErrors)
 	if err := rep.write(o.out); err != nil {
 		return nil, err
@@ -259,7 +287,7 @@ func (cl *cluster) supervise(ctx context.Context) {
 			cause = "killed"
 			r.killed = false
 		}
-		r.exits = append(r.exits, exitRecord{At: time.Since(started), Cause: cause, Log: filepath.Base(r.logPath(start)), Detail: detail})
+		r.exits = append(r.exits, exitRecord{At: time.Since(started), Cause: cause, Log: filepath.Base(r.logPath(start)), Detail: detail, LeaseFaultAgo: cl.sinceLeaseFault()})
 		r.mu.Unlock()
 		logf("replica %s exited (%s); restarting", r.name, cause)
 		if err := r.start(); err != nil {
@@ -282,7 +310,7 @@ func (r *replica) exitsSnapshot() []exitRecord {
 	return append([]exitRecord(nil), r.exits...)
 }
 
-func (cl *cluster) sampleAll(ctx context.Context) {
+func (cl *cluster) sampleAll(ctx context.Context, w *watcher) {
 	for _, r := range cl.replicas {
 		p, start := r.current()
 		if p == nil || p.Exited() {
@@ -294,8 +322,36 @@ func (cl *cluster) sampleAll(ctx context.Context) {
 		}
 		s.At, s.Start = time.Since(started).Seconds(), start
 		r.mu.Lock()
+		var prev *sample
+		if n := len(r.samples); n > 0 {
+			prev = &r.samples[n-1]
+		}
 		r.samples = append(r.samples, s)
 		r.mu.Unlock()
+		if prev != nil {
+			w.nonLeaderScheduled(r.name, *prev, s)
+		}
+	}
+}
+
+// judgeExits: 7. a replica's end is explained: killed by the soak, or a
+// lost lease within a minute of a fault that can cost one; a panic, a
+// klog.Fatal, a lost lease with no such fault, or any other exit is a
+// violation.
+func (cl *cluster) judgeExits(w *watcher, fl *faults) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range cl.replicas {
+		for _, e := range r.exitsSnapshot() {
+			w.event("7-nothing-lost/exit", r.name+"/"+e.Log, true)
+			switch {
+			case e.Cause == "killed":
+			case e.Cause == "lost-lease" && e.LeaseFaultAgo < time.Minute:
+			default:
+				w.violate("exit/"+r.name+"/"+e.Log, "7-nothing-lost",
+					fmt.Sprintf("replica %s exited (%s) at %.0fs, %.0fs after the last lease fault: %s", r.name, e.Cause, e.At.Seconds(), e.LeaseFaultAgo.Seconds(), e.Detail), "log "+e.Log)
+			}
+		}
 	}
 }
 
@@ -361,8 +417,10 @@ func (cl *cluster) stop() {
 			p.Stop()
 		}
 	}
-	if cl.proxy != nil {
-		cl.proxy.Close()
+	for _, r := range cl.replicas {
+		if r.proxy != nil {
+			r.proxy.Close()
+		}
 	}
 	if cl.ms != nil {
 		cl.ms.Close()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -31,10 +32,16 @@ import (
 // violation. Generous on purpose (two cores run the whole cluster): a
 // violation is a decision that stays wrong, not a slow one.
 const (
-	gangPartialBound = 20 * time.Second
+	gangPartialBound = 45 * time.Second
 	quotaMinBound    = 90 * time.Second
-	livenessBound    = 60 * time.Second
-	explainBound     = 30 * time.Second
+	// livenessBound counts leader time: the time some replica led (or
+	// might have: one did not answer its scrape).
+	livenessBound = 90 * time.Second
+	// gangLivenessBound: a gang whose pending members fit the cluster's
+	// free room and its quota's min whole is placed (leader time). Longer
+	// than a pod's: its members wait for each other at Permit.
+	gangLivenessBound = 150 * time.Second
+	explainBound      = 30 * time.Second
 	// explainBudget is Explain's maxPerMinute (all-plugins.yaml keeps
 	// the default): a leader explains at most this many pods a minute, and
 	// the pods beyond it are counted, not explained (documented).
@@ -44,9 +51,20 @@ const (
 	// refusalTTL is AdmissionFeedback's (manifests/examples/all-plugins.yaml
 	// keeps the default).
 	refusalTTL = 5 * time.Minute
-	// settle: after a spec change (quota, PodGroup) or a fault that
-	// changes what fits, the checks that depend on it wait this long.
+	// settle: after an object's own spec change (its quota, its
+	// PodGroup) the checks that depend on it wait this long.
 	settle = 30 * time.Second
+	// leaderlessBound: no replica leads for longer than this while the
+	// replicas run is a violation (an outage fault holds the API away for
+	// at most 30 s, a lease lasts 15 s, a replica restarts in seconds).
+	leaderlessBound = 120 * time.Second
+	// statusBound: an ElasticQuota's status.used equals one of the sums of
+	// its namespace's active pods seen in the last statusBound.
+	statusBound = 60 * time.Second
+	// nodeGoneSlack: a bind observed this long after its node's deletion
+	// was observed is a bind to a deleted node (the scheduler's informer
+	// had that long to see the deletion).
+	nodeGoneSlack = 10 * time.Second
 )
 
 // violation is one broken invariant, with the objects involved.
@@ -58,7 +76,11 @@ type violation struct {
 }
 
 // watcher checks the invariants from the API alone (informers on a direct
-// connection, never the scheduler's memory).
+// connection, never the scheduler's memory). Every invariant is on all the
+// time: an object is spared only within its own grace (its spec changed,
+// it lost members), and bounds that need a scheduler running count leader
+// time, so a fault can delay a verdict but never switch a check off. The
+// meters say how much each invariant judged.
 type watcher struct {
 	start  time.Time
 	client kubernetes.Interface
@@ -66,11 +88,20 @@ type watcher struct {
 	nodes  cache.Indexer
 	groups cache.Indexer
 	quotas cache.Indexer
+	pdbs   cache.Indexer
 
 	mu sync.Mutex
 	// violations, and the keys already reported (one report per episode).
 	violations []violation
 	reported   map[string]bool
+	meters     map[string]*meter
+	// lastCheck and dt: the previous check and the seconds since it.
+	lastCheck time.Time
+	dt        float64
+	// leaderless: at the last check every running replica answered and
+	// none led; leaderlessFor is how long that has held.
+	leaderless    bool
+	leaderlessFor time.Duration
 	// created and bound times per pod UID, for latency and liveness.
 	firstSeen map[types.UID]time.Time
 	boundAt   map[types.UID]time.Time
@@ -79,37 +110,63 @@ type watcher struct {
 	refusals     map[string][]time.Time
 	refusedNodes map[string]time.Time
 	refusalCount int
-	// groupLoss: when a PodGroup last lost a bound member (completion,
-	// crash, preemption, node loss); partialSince: since when it has been
-	// partly bound.
+	// groupLoss: when a PodGroup last lost a placed member (preemption,
+	// node loss, a deletion); quotaChanged, groupChanged: when a quota's
+	// (by namespace) or a PodGroup's spec last changed.
 	groupLoss    map[string]time.Time
 	partialSince map[string]time.Time
-	specChanged  map[string]time.Time
-	// since: the first time a pod was seen in a state that a bound applies to.
-	since map[string]time.Time
+	quotaChanged map[string]time.Time
+	groupChanged map[string]time.Time
+	// nodeGone: when the deletion of a node was observed.
+	nodeGone map[string]time.Time
+	// gone keeps deleted pods a while: an eviction's event arrives after
+	// its victim left.
+	gone map[types.UID]gonePod
+	// usedHistory: each quota namespace's active requests at recent
+	// checks, for the status.used invariant.
+	usedHistory map[string][]usedSample
+	// t: how long each state a bound applies to has held.
+	t timers
 	// created, bound, deleted counts; what KWOK's kubelets did: pods
 	// Running, Succeeded, Failed (crashes), graceful deletions finished.
 	podsCreated, podsBound, podsDeleted    int
 	podsRunning, podsSucceeded, podsFailed int
 	gracefulDeletions                      int
+	evictions, pdbEvictions                int
+	victims                                []victimRecord
 	seenRunning                            map[types.UID]bool
-	// quiet is when the last fault that changes what fits ended (outage,
-	// leader change); liveness checks wait for settle after it.
-	quiet time.Time
+}
+
+type gonePod struct {
+	pod *v1.Pod
+	at  time.Time
+}
+
+type usedSample struct {
+	at   time.Time
+	used v1.ResourceList
 }
 
 func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interface) (*watcher, error) {
 	w := &watcher{
-		start: time.Now(), client: c, reported: map[string]bool{},
+		start: time.Now(), client: c, reported: map[string]bool{}, meters: map[string]*meter{},
 		firstSeen: map[types.UID]time.Time{}, boundAt: map[types.UID]time.Time{},
 		refusals: map[string][]time.Time{}, refusedNodes: map[string]time.Time{},
 		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{},
-		specChanged: map[string]time.Time{}, since: map[string]time.Time{},
-		seenRunning: map[types.UID]bool{},
+		quotaChanged: map[string]time.Time{}, groupChanged: map[string]time.Time{},
+		nodeGone: map[string]time.Time{}, gone: map[types.UID]gonePod{}, usedHistory: map[string][]usedSample{},
+		t: timers{}, seenRunning: map[types.UID]bool{},
 	}
 	f := informers.NewSharedInformerFactory(c, 0)
 	podInf := f.Core().V1().Pods().Informer()
 	nodeInf := f.Core().V1().Nodes().Informer()
+	pdbInf := f.Policy().V1().PodDisruptionBudgets().Informer()
+	// Preemption's events name the preemptor (upstream's executor:
+	// reason Preempted, "Preempted by pod <uid> on node <node>").
+	ef := informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "reason=Preempted"
+	}))
+	eventInf := ef.Core().V1().Events().Informer()
 	sf := spinformers.NewSharedInformerFactory(sp, 0)
 	groupInf := sf.Scheduling().V1alpha1().PodGroups().Informer()
 	quotaInf := sf.Scheduling().V1alpha1().ElasticQuotas().Informer()
@@ -120,25 +177,50 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 	}); err != nil {
 		return nil, err
 	}
-	specHandler := cache.ResourceEventHandlerFuncs{
-		AddFunc: func(o any) { w.noteSpec(o) },
-		UpdateFunc: func(old, o any) {
-			if old.(metav1.Object).GetGeneration() != o.(metav1.Object).GetGeneration() {
-				w.noteSpec(o)
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: w.nodeDeleted}); err != nil {
+		return nil, err
+	}
+	if _, err := eventInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(o any) { w.preempted(o.(*v1.Event)) }}); err != nil {
+		return nil, err
+	}
+	specHandler := func(changed map[string]time.Time, byNamespace bool) cache.ResourceEventHandlerFuncs {
+		note := func(o any) {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
 			}
-		},
-		DeleteFunc: func(o any) { w.noteSpec(o) },
+			m, ok := o.(metav1.Object)
+			if !ok {
+				return
+			}
+			key := m.GetNamespace() + "/" + m.GetName()
+			if byNamespace {
+				key = m.GetNamespace()
+			}
+			w.mu.Lock()
+			changed[key] = time.Now()
+			w.mu.Unlock()
+		}
+		return cache.ResourceEventHandlerFuncs{
+			AddFunc: note,
+			UpdateFunc: func(old, o any) {
+				if old.(metav1.Object).GetGeneration() != o.(metav1.Object).GetGeneration() {
+					note(o)
+				}
+			},
+			DeleteFunc: note,
+		}
 	}
-	if _, err := groupInf.AddEventHandler(specHandler); err != nil {
+	if _, err := groupInf.AddEventHandler(specHandler(w.groupChanged, false)); err != nil {
 		return nil, err
 	}
-	if _, err := quotaInf.AddEventHandler(specHandler); err != nil {
+	if _, err := quotaInf.AddEventHandler(specHandler(w.quotaChanged, true)); err != nil {
 		return nil, err
 	}
-	w.pods, w.nodes, w.groups, w.quotas = podInf.GetIndexer(), nodeInf.GetIndexer(), groupInf.GetIndexer(), quotaInf.GetIndexer()
+	w.pods, w.nodes, w.groups, w.quotas, w.pdbs = podInf.GetIndexer(), nodeInf.GetIndexer(), groupInf.GetIndexer(), quotaInf.GetIndexer(), pdbInf.GetIndexer()
 	f.Start(ctx.Done())
+	ef.Start(ctx.Done())
 	sf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced, groupInf.HasSynced, quotaInf.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced, pdbInf.HasSynced, eventInf.HasSynced, groupInf.HasSynced, quotaInf.HasSynced) {
 		return nil, fmt.Errorf("the watcher's informers did not sync")
 	}
 	return w, nil
@@ -155,28 +237,6 @@ func (w *watcher) violate(key, invariant, msg string, objects ...string) {
 	v := violation{At: w.elapsed(), Invariant: invariant, Message: msg, Objects: objects}
 	w.violations = append(w.violations, v)
 	fmt.Printf("VIOLATION [%s] at %.0fs: %s (%s)\n", invariant, v.At, msg, strings.Join(objects, ", "))
-}
-
-func (w *watcher) noteSpec(o any) {
-	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
-		o = d.Obj
-	}
-	m, ok := o.(metav1.Object)
-	if !ok {
-		return
-	}
-	w.mu.Lock()
-	w.specChanged[m.GetNamespace()+"/"+m.GetName()] = time.Now()
-	w.specChanged[m.GetNamespace()] = time.Now()
-	w.mu.Unlock()
-}
-
-// faultEnded marks the end of a fault after which scheduling needs time to
-// catch up (leader change, outage).
-func (w *watcher) faultEnded() {
-	w.mu.Lock()
-	w.quiet = time.Now()
-	w.mu.Unlock()
 }
 
 func terminal(p *v1.Pod) bool {
@@ -207,7 +267,16 @@ func (w *watcher) podChanged(old, p *v1.Pod) {
 			if cond := scheduledCondition(p); cond != nil && cond.Status == v1.ConditionTrue {
 				w.latencies = append(w.latencies, cond.LastTransitionTime.Sub(p.CreationTimestamp.Time))
 			}
-			w.checkQuotaMaxLocked(p)
+			w.checkQuotaMaxLocked(p, now)
+			// 7. No bind to a node whose deletion the scheduler could
+			// have seen.
+			gone, deleted := w.nodeGone[p.Spec.NodeName]
+			w.event("7-nothing-lost/bound-to-deleted-node", string(p.UID), true)
+			if deleted && now.Sub(gone) > nodeGoneSlack {
+				w.violate("bound-to-deleted/"+string(p.UID), "7-nothing-lost",
+					fmt.Sprintf("pod %s/%s bound to node %s %.0fs after the node's deletion was observed", p.Namespace, p.Name, p.Spec.NodeName, now.Sub(gone).Seconds()),
+					"pod "+p.Namespace+"/"+p.Name, "node "+p.Spec.NodeName)
+			}
 		}
 	}
 	if p.Status.Phase == v1.PodRunning && !w.seenRunning[p.UID] {
@@ -242,8 +311,22 @@ func (w *watcher) podChanged(old, p *v1.Pod) {
 		}
 		w.refusedNodes[p.Spec.NodeName] = now
 	}
-	if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && old != nil && active(old) && (!active(p) || p.DeletionTimestamp != nil) {
+	// A gang loses a placed member when it is deleted or fails; one that
+	// completes stays placed (the partial-gang check counts it).
+	if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && old != nil && active(old) &&
+		(p.DeletionTimestamp != nil && old.DeletionTimestamp == nil || p.Status.Phase == v1.PodFailed) {
 		w.groupLoss[p.Namespace+"/"+g] = now
+	}
+}
+
+func (w *watcher) nodeDeleted(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	if n, ok := o.(*v1.Node); ok {
+		w.mu.Lock()
+		w.nodeGone[n.Name] = time.Now()
+		w.mu.Unlock()
 	}
 }
 
@@ -262,10 +345,11 @@ func (w *watcher) podDeleted(o any) {
 		w.gracefulDeletions++
 	}
 	delete(w.seenRunning, p.UID)
-	if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && p.Spec.NodeName != "" {
+	if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded {
 		w.groupLoss[p.Namespace+"/"+g] = time.Now()
 	}
 	delete(w.firstSeen, p.UID)
+	w.gone[p.UID] = gonePod{pod: p, at: time.Now()}
 }
 
 func scheduledCondition(p *v1.Pod) *v1.PodCondition {
@@ -305,13 +389,8 @@ func (w *watcher) usage() map[string]*nodeUse {
 		addTo(u.req, podRequests(p))
 		u.pods++
 		u.names = append(u.names, p.Namespace+"/"+p.Name)
-		for _, c := range p.Spec.Containers {
-			for _, port := range c.Ports {
-				if port.HostPort > 0 {
-					k := fmt.Sprintf("%s/%d", port.Protocol, port.HostPort)
-					u.ports[k] = append(u.ports[k], p.Namespace+"/"+p.Name)
-				}
-			}
+		for _, k := range hostPorts(p) {
+			u.ports[k] = append(u.ports[k], p.Namespace+"/"+p.Name)
 		}
 	}
 	return use
@@ -325,16 +404,32 @@ func addTo(dst, src v1.ResourceList) {
 	}
 }
 
-// check runs every invariant once.
-func (w *watcher) check(replicasLeader bool) {
+// check runs every invariant once. leads: a replica said it leads;
+// known: every running replica answered its scrape.
+func (w *watcher) check(leads, known bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
-	if !replicasLeader {
-		// No replica leads: the time without a leader is part of the
-		// fault (a kill, an outage, a lost lease), and the checks that
-		// wait after a fault wait from its end.
-		w.quiet = now
+	if !w.lastCheck.IsZero() {
+		w.dt = now.Sub(w.lastCheck).Seconds()
+	}
+	w.lastCheck = now
+	w.leaderless = known && !leads
+	// 9. Some replica leads: a cluster without a leader schedules nothing.
+	if w.leaderless {
+		w.leaderlessFor += time.Duration(w.dt * float64(time.Second))
+	} else {
+		w.leaderlessFor = 0
+	}
+	w.observe("9-leadership/leader", "lease", true)
+	if w.leaderlessFor > leaderlessBound {
+		w.violate(fmt.Sprintf("leaderless/%d", int(now.Sub(w.start).Seconds())/int(leaderlessBound.Seconds())), "9-leadership",
+			fmt.Sprintf("no replica has led for %.0fs", w.leaderlessFor.Seconds()))
+	}
+	for uid, g := range w.gone {
+		if now.Sub(g.at) > 10*time.Minute {
+			delete(w.gone, uid)
+		}
 	}
 	use := w.usage()
 	nodes := map[string]*v1.Node{}
@@ -348,9 +443,14 @@ func (w *watcher) check(replicasLeader bool) {
 	// a node (a preemptor waiting for its victims to leave) as using it:
 	// the scheduler keeps that room for it.
 	planned := w.withNominated(use)
-	w.checkPods(now, nodes, planned, replicasLeader)
-	w.checkQuotaMin(now, nodes, planned, replicasLeader)
+	w.checkPods(now, nodes, planned)
+	w.checkQuotaMin(now, nodes, planned)
+	w.checkQuotaStatus(now)
+	w.checkGangLiveness(now, nodes, planned)
 }
+
+// leaderTime: the bounds that need a scheduler count this check's seconds.
+func (w *watcher) leaderTime() bool { return !w.leaderless }
 
 // withNominated is use plus the requests of pending pods nominated to each
 // node.
@@ -365,9 +465,9 @@ func (w *watcher) withNominated(use map[string]*nodeUse) map[string]*nodeUse {
 		if n == "" || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || terminal(p) {
 			continue
 		}
-		u := &nodeUse{req: v1.ResourceList{}}
+		u := &nodeUse{req: v1.ResourceList{}, ports: map[string][]string{}}
 		if cur := out[n]; cur != nil {
-			u.req, u.pods = cur.req.DeepCopy(), cur.pods
+			u.req, u.pods, u.ports = cur.req.DeepCopy(), cur.pods, cur.ports
 		}
 		addTo(u.req, podRequests(p))
 		u.pods++
@@ -383,6 +483,7 @@ func (w *watcher) checkOvercommit(nodes map[string]*v1.Node, use map[string]*nod
 		if n == nil {
 			continue
 		}
+		w.observe("1-overcommit", name, true)
 		for r, q := range u.req {
 			alloc, ok := n.Status.Allocatable[r]
 			if q.IsZero() {
@@ -405,8 +506,10 @@ func (w *watcher) checkOvercommit(nodes map[string]*v1.Node, use map[string]*nod
 	}
 }
 
-// 2. A PodGroup never has between 1 and minMember-1 members bound for
-// longer than gangPartialBound (unless it lost members since it was whole).
+// 2. A PodGroup never has between 1 and minMember-1 members placed (bound,
+// or completed after being bound) for longer than gangPartialBound of
+// leader time, unless it lost members since it was last whole (attrition,
+// not the scheduler's doing) or its spec changed within settle.
 func (w *watcher) checkGangs(now time.Time) {
 	members := map[string][]*v1.Pod{}
 	for _, o := range w.pods.List() {
@@ -418,43 +521,42 @@ func (w *watcher) checkGangs(now time.Time) {
 	for _, o := range w.groups.List() {
 		pg := o.(*schedv1alpha1.PodGroup)
 		key := pg.Namespace + "/" + pg.Name
-		bound := 0
+		placed, live := 0, 0
 		var names []string
 		for _, p := range members[key] {
-			if active(p) && p.DeletionTimestamp == nil {
-				bound++
+			if p.DeletionTimestamp != nil || p.Status.Phase == v1.PodFailed {
+				continue
+			}
+			live++
+			if p.Spec.NodeName != "" {
+				placed++
 				names = append(names, p.Name+"@"+p.Spec.NodeName)
 			}
 		}
+		min := int(pg.Spec.MinMember)
 		// A minMember above the members that exist (an edit raised it) can
 		// never be met: upstream's rule then holds the members back.
-		if bound == 0 || bound >= int(pg.Spec.MinMember) || int(pg.Spec.MinMember) > len(members[key]) {
+		partial := placed > 0 && placed < min && min <= live
+		if !partial {
 			delete(w.partialSince, key)
+			w.t.add("gang/"+key, false, false, 0)
 			continue
 		}
 		since, ok := w.partialSince[key]
 		if !ok {
+			since = now
 			w.partialSince[key] = now
-			continue
 		}
-		if loss := w.groupLoss[key]; !loss.Before(since.Add(-gangPartialBound)) {
-			continue // it lost members: partial by attrition, not by the scheduler
-		}
-		if ch := w.specChanged[key]; now.Sub(ch) < settle {
-			continue
-		}
-		// A leader killed or cut off while it bound the members leaves the
-		// rest to the next leader: the bound counts from the fault's end.
-		if now.Sub(w.quiet) < settle {
-			continue
-		}
-		if w.quiet.After(since) {
-			since = w.quiet
-		}
-		if now.Sub(since) > gangPartialBound {
+		// Its own grace: a loss since it was partial-free (attrition), or
+		// a spec change within settle.
+		attrition := !w.groupLoss[key].Before(since.Add(-gangPartialBound))
+		grace := now.Sub(w.groupChanged[key]) < settle
+		judged := !attrition && !grace
+		w.observe("2-gang", key, judged && w.leaderTime())
+		if d := w.t.add("gang/"+key, judged, w.leaderTime(), w.dt); d > gangPartialBound {
 			sort.Strings(names)
 			w.violate("gang/"+key+"/"+since.String(), "2-gang",
-				fmt.Sprintf("PodGroup %s: %d of minMember %d bound for %.0fs", key, bound, pg.Spec.MinMember, now.Sub(since).Seconds()),
+				fmt.Sprintf("PodGroup %s: %d of minMember %d placed for %.0fs of leader time", key, placed, min, d.Seconds()),
 				append([]string{"podgroup " + key}, names...)...)
 		}
 	}
@@ -480,10 +582,17 @@ func (w *watcher) namespaceUse(ns string) v1.ResourceList {
 	return used
 }
 
-// 3a. No namespace's use exceeds its max: checked when a pod is bound.
-func (w *watcher) checkQuotaMaxLocked(p *v1.Pod) {
+// 3a. No namespace's use exceeds its max: checked when a pod is bound,
+// unless its quota changed in the 10 s before (the scheduler may have
+// decided by the old one).
+func (w *watcher) checkQuotaMaxLocked(p *v1.Pod, now time.Time) {
 	q := w.quotaOf(p.Namespace)
-	if q == nil || time.Since(w.specChanged[p.Namespace]) < 10*time.Second {
+	if q == nil {
+		return
+	}
+	judged := now.Sub(w.quotaChanged[p.Namespace]) >= 10*time.Second
+	w.event("3-quota/max", string(p.UID), judged)
+	if !judged {
 		return
 	}
 	used := w.namespaceUse(p.Namespace)
@@ -565,19 +674,14 @@ func (w *watcher) room(n *v1.Node, u *nodeUse) (v1.ResourceList, int64) {
 	return free, pods
 }
 
-// held is how long the state key names has held (zero the first time it is
-// seen); a state that no longer holds is forgotten.
-func (w *watcher) held(key string, holds bool, now time.Time) time.Duration {
-	if !holds {
-		delete(w.since, key)
-		return 0
+// portTaken: a host port p asks for is held on the node.
+func portTaken(u *nodeUse, p *v1.Pod) bool {
+	for _, hp := range hostPorts(p) {
+		if len(u.ports[hp]) > 0 {
+			return true
+		}
 	}
-	t, ok := w.since[key]
-	if !ok {
-		w.since[key] = now
-		return 0
-	}
-	return now.Sub(t)
+	return false
 }
 
 // nodeWithRoom is an eligible node with room for req and at least minSlots
@@ -586,6 +690,9 @@ func (w *watcher) held(key string, holds bool, now time.Time) time.Duration {
 func (w *watcher) nodeWithRoom(p *v1.Pod, req v1.ResourceList, nodes map[string]*v1.Node, use map[string]*nodeUse, extra map[string]v1.ResourceList, minSlots int64, now time.Time) string {
 	for name, n := range nodes {
 		if !w.eligible(p, n, now) {
+			continue
+		}
+		if u := use[name]; u != nil && portTaken(u, p) {
 			continue
 		}
 		free, pods := w.room(n, use[name])
@@ -599,9 +706,106 @@ func (w *watcher) nodeWithRoom(p *v1.Pod, req v1.ResourceList, nodes map[string]
 	return ""
 }
 
+// quotaView is what the quota oracles read in one check: each quota
+// namespace's use (active pods and pending pods nominated to a node, as
+// the plugin counts them) and the totals its borrowing rule compares.
+type quotaView struct {
+	used               map[string]v1.ResourceList
+	totalUsed, totalMn v1.ResourceList
+}
+
+func (w *watcher) quotaView() *quotaView {
+	v := &quotaView{used: map[string]v1.ResourceList{}, totalUsed: v1.ResourceList{}, totalMn: v1.ResourceList{}}
+	for _, o := range w.quotas.List() {
+		q := o.(*schedv1alpha1.ElasticQuota)
+		if _, seen := v.used[q.Namespace]; seen {
+			continue
+		}
+		v.used[q.Namespace] = v1.ResourceList{}
+		addTo(v.totalMn, q.Spec.Min)
+	}
+	for _, o := range w.pods.List() {
+		p := o.(*v1.Pod)
+		u := v.used[p.Namespace]
+		if u == nil || terminal(p) || (p.Spec.NodeName == "" && (p.Status.NominatedNodeName == "" || p.DeletionTimestamp != nil)) {
+			continue
+		}
+		req := podRequests(p)
+		addTo(u, req)
+		addTo(v.totalUsed, req)
+	}
+	return v
+}
+
+// admits is ElasticQuota's rule for req in ns: within max, and within min
+// or within the unused min of all quotas together. A namespace without a
+// quota is admitted (namespacesWithoutQuota: Unlimited).
+func (w *watcher) admits(v *quotaView, ns string, req v1.ResourceList) bool {
+	q := w.quotaOf(ns)
+	if q == nil {
+		return true
+	}
+	used := v.used[ns]
+	for r, x := range req {
+		if x.IsZero() {
+			continue
+		}
+		after := used[r].DeepCopy()
+		after.Add(x)
+		if mx, ok := q.Spec.Max[r]; ok && after.Cmp(mx) > 0 {
+			return false
+		}
+		if mn, ok := q.Spec.Min[r]; ok && after.Cmp(mn) > 0 {
+			total := v.totalUsed[r].DeepCopy()
+			total.Add(x)
+			if total.Cmp(v.totalMn[r]) > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// explained is the pod's Explain result, nil if none or unreadable.
+func explained(p *v1.Pod) *explain.Result {
+	raw := p.Annotations[explain.AnnotationResult]
+	if raw == "" {
+		return nil
+	}
+	r := &explain.Result{}
+	if json.Unmarshal([]byte(raw), r) != nil {
+		return nil
+	}
+	return r
+}
+
+// hostPorts are the host ports a pod asks for, as nodeUse keys them.
+func hostPorts(p *v1.Pod) []string {
+	var out []string
+	for _, cs := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range cs {
+			for _, port := range c.Ports {
+				if port.HostPort > 0 {
+					out = append(out, fmt.Sprintf("%s/%d", port.Protocol, port.HostPort))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// hasRequiredPodAffinity: the pod's placement depends on other pods
+// (required pod affinity or anti-affinity), which the liveness oracle does
+// not model: such pods are out of its scope.
+func hasRequiredPodAffinity(p *v1.Pod) bool {
+	a := p.Spec.Affinity
+	return a != nil && (a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 ||
+		a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0)
+}
+
 // 4, 6, 7: per pod.
-func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse, leader bool) {
-	settled := now.Sub(w.quiet) > settle && leader
+func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse) {
+	lt := w.leaderTime()
 	// asked counts the pods that asked for an explanation and had a
 	// scheduling attempt (PodScheduled set) in the minute up to t.
 	type ask struct {
@@ -645,51 +849,77 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 			members[p.Namespace+"/"+g]++
 		}
 	}
+	qv := w.quotaView()
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
 		id := p.Namespace + "/" + p.Name
+		uid := string(p.UID)
 		if p.DeletionTimestamp != nil || terminal(p) {
-			delete(w.since, "live/"+string(p.UID))
+			for _, k := range []string{"live/", "explain/", "explain-node/", "unconditioned/"} {
+				w.t.add(k+uid, false, false, 0)
+			}
 			continue
 		}
 		// 7. No pod bound to a node that no longer exists (PodGC's job).
 		if p.Spec.NodeName != "" {
-			key := "orphan/" + string(p.UID)
-			if d := w.held(key, nodes[p.Spec.NodeName] == nil, now); d > orphanBound {
+			key := "orphan/" + uid
+			w.observe("7-nothing-lost/orphan", uid, true)
+			if d := w.t.add(key, nodes[p.Spec.NodeName] == nil, true, w.dt); d > orphanBound {
 				w.violate(key, "7-nothing-lost", fmt.Sprintf("pod %s bound to node %s, which does not exist, for %.0fs", id, p.Spec.NodeName, d.Seconds()), "pod "+id)
 			}
 		}
-		// 6. Every pod that asked has an explanation, unless more pods
-		// than Explain's budget (or its namespace's share) asked within
-		// the minute before it.
-		if p.Annotations[explain.AnnotationRequest] == "true" && p.Annotations[explain.AnnotationResult] == "" {
-			cond := scheduledCondition(p)
-			if cond != nil && settled && now.Sub(cond.LastTransitionTime.Time) > explainBound && now.Sub(w.quiet) > explainBound &&
-				!overBudget(cond.LastTransitionTime.Time, p.Namespace) {
-				w.violate("explain/"+string(p.UID), "6-explain",
-					fmt.Sprintf("pod %s asked for an explanation and has none %.0fs after PodScheduled=%s", id, now.Sub(cond.LastTransitionTime.Time).Seconds(), cond.Status), "pod "+id)
+		// 6. Every pod that asked has an explanation (unless more pods
+		// than Explain's budget, or its namespace's share, asked within
+		// the minute before its attempt), and a bound pod's names the
+		// node it is bound to.
+		if p.Annotations[explain.AnnotationRequest] == "true" {
+			if cond := scheduledCondition(p); cond != nil {
+				judged := !overBudget(cond.LastTransitionTime.Time, p.Namespace)
+				w.observe("6-explain", uid, judged && lt)
+				r := explained(p)
+				key := "explain/" + uid
+				if d := w.t.add(key, judged && r == nil, lt, w.dt); d > explainBound {
+					w.violate(key, "6-explain", fmt.Sprintf("pod %s asked for an explanation and has none after %.0fs of leader time (PodScheduled=%s)", id, d.Seconds(), cond.Status), "pod "+id)
+				}
+				wrong := r != nil && p.Spec.NodeName != "" && (r.Outcome != explain.OutcomePlaced || r.Placed == nil || r.Placed.Node != p.Spec.NodeName)
+				key = "explain-node/" + uid
+				if d := w.t.add(key, judged && wrong, lt, w.dt); d > explainBound {
+					said := r.Outcome
+					if r.Placed != nil {
+						said += " on " + r.Placed.Node
+					}
+					w.violate(key, "6-explain", fmt.Sprintf("pod %s is bound to %s and its explanation says %s", id, p.Spec.NodeName, said), "pod "+id)
+				}
 			}
 		}
 		if p.Spec.NodeName != "" || p.Spec.SchedulerName != schedulerName {
+			w.t.add("live/"+uid, false, false, 0)
 			continue
 		}
 		// 7. Every pending pod has a reason (PodScheduled False) once
 		// the scheduler had time to try it; a gang member Coscheduling
 		// keeps out of the queue (no PodGroup, or fewer members than
 		// minMember) is never tried, so it has none.
-		if cond := scheduledCondition(p); cond == nil && settled && now.Sub(p.CreationTimestamp.Time) > unconditionedBound && now.Sub(w.quiet) > unconditionedBound && !w.heldBeforeQueue(p, members) {
-			w.violate("unconditioned/"+string(p.UID), "7-nothing-lost", fmt.Sprintf("pod %s pending %.0fs with no PodScheduled condition", id, now.Sub(p.CreationTimestamp.Time).Seconds()), "pod "+id)
+		held := w.heldBeforeQueue(p, members)
+		w.observe("7-nothing-lost/unconditioned", uid, !held && lt)
+		if d := w.t.add("unconditioned/"+uid, scheduledCondition(p) == nil && !held, lt, w.dt); d > unconditionedBound {
+			w.violate("unconditioned/"+uid, "7-nothing-lost", fmt.Sprintf("pod %s pending %.0fs of leader time with no PodScheduled condition", id, d.Seconds()), "pod "+id)
 		}
-		// 4. Liveness: a pod in the namespace without quota, gang or
-		// rule constraint, with a node that fits it, is bound.
-		if p.Namespace != freeNamespace || p.Labels[schedv1alpha1.PodGroupLabel] != "" {
+		// 4. Liveness: a pod that is no gang's member and depends on no
+		// other pod, which its quota admits, is bound when a node fits
+		// it; gated pods wait for their gates.
+		key := "live/" + uid
+		req := podRequests(p)
+		if p.Labels[schedv1alpha1.PodGroupLabel] != "" || hasRequiredPodAffinity(p) || len(p.Spec.SchedulingGates) > 0 || !w.admits(qv, p.Namespace, req) {
+			w.t.add(key, false, false, 0)
 			continue
 		}
-		key := "live/" + string(p.UID)
-		req := podRequests(p)
 		fits := w.nodeWithRoom(p, req, nodes, use, nil, 1, now)
-		if d := w.held(key, fits != "" && settled, now); d > livenessBound {
-			w.violate(key, "4-liveness", fmt.Sprintf("pod %s pending %.0fs while node %s fits it (requests %s)", id, d.Seconds(), fits, resources(req)), "pod "+id, "node "+fits)
+		if fits != "" {
+			w.observe("4-liveness", uid, lt)
+		}
+		if d := w.t.add(key, fits != "", lt, w.dt); d > livenessBound {
+			w.violate(key, "4-liveness", fmt.Sprintf("pod %s pending %.0fs of leader time while node %s fits it (requests %s)", id, d.Seconds(), fits, resources(req)), "pod "+id, "node "+fits)
 		}
 	}
 }
@@ -711,15 +941,8 @@ func (w *watcher) heldBeforeQueue(p *v1.Pod, members map[string]int) bool {
 // 3b. A namespace below its min with a pending pod that fits its min gets
 // it within quotaMinBound, where reclaim can make room: some node's free
 // room plus what borrowers (namespaces above their min) hold there fits it.
-func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse, leader bool) {
-	if now.Sub(w.quiet) < settle || !leader {
-		for k := range w.since {
-			if strings.HasPrefix(k, "min/") {
-				delete(w.since, k)
-			}
-		}
-		return
-	}
+func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse) {
+	lt := w.leaderTime()
 	// used: each quota namespace's use; staying: the same without pods
 	// being deleted (the plugin's borrowing test subtracts those).
 	used, staying := map[string]v1.ResourceList{}, map[string]v1.ResourceList{}
@@ -764,15 +987,18 @@ func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use ma
 		p := o.(*v1.Pod)
 		key := "min/" + string(p.UID)
 		q := w.quotaOf(p.Namespace)
-		if q == nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || terminal(p) || p.Labels[schedv1alpha1.PodGroupLabel] != "" || now.Sub(w.specChanged[p.Namespace]) < settle {
-			delete(w.since, key)
+		if q == nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || terminal(p) || p.Labels[schedv1alpha1.PodGroupLabel] != "" ||
+			hasRequiredPodAffinity(p) || len(p.Spec.SchedulingGates) > 0 {
+			w.t.add(key, false, false, 0)
 			continue
 		}
 		req := podRequests(p)
 		if !fitsIn(req, sub(q.Spec.Min, used[p.Namespace])) {
-			delete(w.since, key)
+			w.t.add(key, false, false, 0)
 			continue
 		}
+		// Its own grace: its quota changed within settle.
+		judged := now.Sub(w.quotaChanged[p.Namespace]) >= settle
 		ck := p.Namespace + "|" + requested(req)
 		extra, ok := cache[ck]
 		if !ok {
@@ -780,8 +1006,11 @@ func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use ma
 			cache[ck] = extra
 		}
 		room := w.nodeWithRoom(p, req, nodes, use, extra, 0, now)
-		if d := w.held(key, room != "", now); d > quotaMinBound {
-			w.violate(key, "3-quota", fmt.Sprintf("pod %s/%s pending %.0fs while its namespace is below min (uses %s of min %s) and node %s has room with reclaim",
+		if room != "" {
+			w.observe("3-quota/min", string(p.UID), judged && lt)
+		}
+		if d := w.t.add(key, room != "" && judged, lt, w.dt); d > quotaMinBound {
+			w.violate(key, "3-quota", fmt.Sprintf("pod %s/%s pending %.0fs of leader time while its namespace is below min (uses %s of min %s) and node %s has room with reclaim",
 				p.Namespace, p.Name, d.Seconds(), resources(used[p.Namespace]), resources(q.Spec.Min), room),
 				"pod "+p.Namespace+"/"+p.Name, "elasticquota "+q.Namespace+"/"+q.Name, "node "+room)
 		}

@@ -10,11 +10,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -65,8 +67,11 @@ type generator struct {
 	deployments []string
 	jobs        []string
 	groups      []string
-	ops         map[string]int
-	explainAsks int
+	// statefulSets; gated pods waiting for ungate; bare pods ungated.
+	statefulSets []string
+	gated, bare  []string
+	ops          map[string]int
+	explainAsks  int
 }
 
 func newGenerator(seed int64, c kubernetes.Interface, sp versioned.Interface, clusterCPU int64) *generator {
@@ -90,6 +95,26 @@ func (g *generator) setup(ctx context.Context) error {
 		if err := g.createQuota(ctx, t.name, t.minShare, t.maxTimes); err != nil {
 			return err
 		}
+	}
+	// A DaemonSet on the spot nodes (a node agent): its pods name their
+	// node by affinity, and follow nodes added, relabelled and deleted.
+	small := v1.ResourceList{v1.ResourceCPU: resource.MustParse("50m"), v1.ResourceMemory: resource.MustParse("32Mi")}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "soak-agent", Namespace: freeNamespace},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "soak-agent"}},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "soak-agent"}},
+				Spec: v1.PodSpec{
+					SchedulerName: schedulerName, NodeSelector: map[string]string{"lifecycle": "spot"},
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Containers:                    []v1.Container{{Name: "agent", Image: "registry.example/soak:1", Resources: v1.ResourceRequirements{Requests: small, Limits: small}}},
+				},
+			},
+		},
+	}
+	if _, err := g.c.AppsV1().DaemonSets(freeNamespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
 	}
 	return nil
 }
@@ -166,6 +191,23 @@ func (g *generator) podTemplate(labels map[string]string, restart v1.RestartPoli
 		prio = highPrio
 	}
 	grace := []int64{0, 1, 5, 30}[g.pick(4)]
+	var inits []v1.Container
+	if g.chance(0.1) {
+		// An init container and a sidecar (a restartable init container):
+		// the pod's requests are upstream's rule over both.
+		small := v1.ResourceList{v1.ResourceCPU: resource.MustParse("50m"), v1.ResourceMemory: resource.MustParse("32Mi")}
+		inits = []v1.Container{
+			{Name: "init", Image: "registry.example/soak:1", Resources: v1.ResourceRequirements{Requests: small, Limits: small}},
+			{Name: "sidecar", Image: "registry.example/soak:1", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways), Resources: v1.ResourceRequirements{Requests: small, Limits: small}},
+		}
+	}
+	var spread []v1.TopologySpreadConstraint
+	if app := labels["app"]; app != "" && g.chance(0.2) {
+		spread = []v1.TopologySpreadConstraint{{
+			MaxSkew: 1, TopologyKey: v1.LabelHostname, WhenUnsatisfiable: v1.ScheduleAnyway,
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+		}}
+	}
 	return v1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 		Spec: v1.PodSpec{
@@ -173,6 +215,8 @@ func (g *generator) podTemplate(labels map[string]string, restart v1.RestartPoli
 			PriorityClassName:             prio,
 			RestartPolicy:                 restart,
 			TerminationGracePeriodSeconds: ptr.To(grace),
+			InitContainers:                inits,
+			TopologySpreadConstraints:     spread,
 			Containers: []v1.Container{{
 				Name: "app", Image: "registry.example/soak:1",
 				Resources: v1.ResourceRequirements{Requests: req, Limits: req},
@@ -211,6 +255,11 @@ func (g *generator) step(ctx context.Context) (string, error) {
 		{"delete-job", 1 * shrink, g.deleteJob},
 		{"edit-quota", 1, g.editQuota},
 		{"edit-podgroup", 1, g.editPodGroup},
+		{"create-statefulset", 1 * grow, g.createStatefulSet},
+		{"delete-statefulset", 1 * shrink, g.deleteStatefulSet},
+		{"create-gated", 1 * grow, g.createGated},
+		{"ungate", 1, g.ungate},
+		{"delete-bare", 1 * shrink, g.deleteBare},
 		{"delete-podgroup", 1, g.deletePodGroup},
 	}
 	total := 0
@@ -240,11 +289,104 @@ func (g *generator) createDeployment(ctx context.Context) error {
 			Template: g.podTemplate(labels, v1.RestartPolicyAlways),
 		},
 	}
+	spec := &d.Spec.Template.Spec
+	switch {
+	case g.chance(0.05):
+		// A host port: one replica per node at most.
+		spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 8080, HostPort: int32(8000 + g.pick(4)), Protocol: v1.ProtocolTCP}}
+	case g.chance(0.05):
+		// Required anti-affinity with its own replicas.
+		spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, TopologyKey: v1.LabelHostname,
+		}}}}
+	case g.chance(0.1):
+		// Preferred affinity to spot nodes.
+		spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.PreferredSchedulingTerm{{
+			Weight: 50, Preference: v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "lifecycle", Operator: v1.NodeSelectorOpIn, Values: []string{"spot"}}}},
+		}}}}
+	}
+	pdb := g.chance(0.15)
 	if _, err := g.c.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	g.deployments = append(g.deployments, ns+"/"+name)
+	if pdb {
+		_, err := g.c.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: policyv1.PodDisruptionBudgetSpec{
+				MinAvailable: ptr.To(intstr.FromString("80%")),
+				Selector:     &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			},
+		}, metav1.CreateOptions{})
+		return err
+	}
 	return nil
+}
+
+// createStatefulSet is a StatefulSet of 1-5 replicas, pods created in
+// parallel (no volumes: the soak's KWOK nodes have no storage).
+func (g *generator) createStatefulSet(ctx context.Context) error {
+	ns, name := g.namespace(), g.name("sts")
+	replicas := int32(1 + g.pick(5))
+	st := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(replicas),
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			ServiceName:         name,
+			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template:            g.podTemplate(map[string]string{"app": name}, v1.RestartPolicyAlways),
+		},
+	}
+	if _, err := g.c.AppsV1().StatefulSets(ns).Create(ctx, st, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	g.statefulSets = append(g.statefulSets, ns+"/"+name)
+	return nil
+}
+
+func (g *generator) deleteStatefulSet(ctx context.Context) error {
+	ns, name, i := g.choose(g.statefulSets)
+	if name == "" {
+		return nil
+	}
+	g.statefulSets = remove(g.statefulSets, i)
+	return ignoreNotFound(g.c.AppsV1().StatefulSets(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
+}
+
+// createGated is a bare pod with a scheduling gate, which ungate lifts a
+// while later (as a queueing controller would).
+func (g *generator) createGated(ctx context.Context) error {
+	ns, name := g.namespace(), g.name("gated")
+	t := g.podTemplate(map[string]string{"soak.berth.dev/gated": "true"}, v1.RestartPolicyAlways)
+	t.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "soak.berth.dev/hold"}}
+	if _, err := g.c.CoreV1().Pods(ns).Create(ctx, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: t.Labels, Annotations: t.Annotations}, Spec: t.Spec}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	g.gated = append(g.gated, ns+"/"+name)
+	return nil
+}
+
+// ungate lifts the gate of the oldest gated pod.
+func (g *generator) ungate(ctx context.Context) error {
+	if len(g.gated) == 0 {
+		return nil
+	}
+	ns, name := splitKey(g.gated[0])
+	g.gated = g.gated[1:]
+	g.bare = append(g.bare, ns+"/"+name)
+	_, err := g.c.CoreV1().Pods(ns).Patch(ctx, name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`), metav1.PatchOptions{})
+	return ignoreNotFound(err)
+}
+
+// deleteBare deletes an ungated pod.
+func (g *generator) deleteBare(ctx context.Context) error {
+	ns, name, i := g.choose(g.bare)
+	if name == "" {
+		return nil
+	}
+	g.bare = remove(g.bare, i)
+	return ignoreNotFound(g.c.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 }
 
 func (g *generator) jobFor(ns, name string, parallelism int32, labels map[string]string) *batchv1.Job {

@@ -18,6 +18,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -32,6 +33,9 @@ type ControlPlane struct {
 	Kubeconfig string
 	// Dir is a scratch directory removed by Stop.
 	Dir string
+	// apiServer and etcd: the processes RestartAPIServer and RestartEtcd
+	// started in place of envtest's (nil until then).
+	apiServer, etcd *Process
 }
 
 // RepoRoot finds the repository root (the directory holding go.mod) from the
@@ -137,6 +141,14 @@ func (e *ControlPlane) ServiceAccountSigningKey() string {
 
 // Stop stops the control plane and removes the scratch directory.
 func (e *ControlPlane) Stop() error {
+	// Restarted processes are this package's, not envtest's: the API
+	// server stops before etcd, as envtest stops its own.
+	if e.apiServer != nil {
+		e.apiServer.Stop()
+	}
+	if e.etcd != nil {
+		e.etcd.Stop()
+	}
 	err := e.env.Stop()
 	if rmErr := os.RemoveAll(e.Dir); err == nil {
 		err = rmErr
@@ -147,4 +159,32 @@ func (e *ControlPlane) Stop() error {
 func dirExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
+}
+
+// UserKubeconfig is a kubeconfig (for server, or the API server when "")
+// authenticating as user in groups with a client certificate of the API
+// server's CA: a ServiceAccount's identity ("system:serviceaccount:NS:NAME",
+// groups system:serviceaccounts and system:serviceaccounts:NS), whose
+// permissions are exactly what RBAC grants it, written to Dir/file.
+func (e *ControlPlane) UserKubeconfig(user string, groups []string, server, file string) (string, error) {
+	u, err := e.env.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return "", fmt.Errorf("adding user %s: %w", user, err)
+	}
+	raw, err := u.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	cfg, err := clientcmd.Load(raw)
+	if err != nil {
+		return "", err
+	}
+	if server != "" {
+		for _, c := range cfg.Clusters {
+			c.Server = server
+			c.TLSServerName = "localhost"
+		}
+	}
+	path := filepath.Join(e.Dir, file)
+	return path, clientcmd.WriteToFile(*cfg, path)
 }

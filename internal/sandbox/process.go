@@ -31,6 +31,16 @@ func StartProcess(bin string, args []string, logPath string) (*Process, error) {
 	return startProcess(exec.Command(bin, args...), logPath)
 }
 
+// StartProcessEnv runs bin with exactly args and env added to the
+// caller's environment, logging to logPath.
+func StartProcessEnv(bin string, args, env []string, logPath string) (*Process, error) {
+	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	return startProcess(cmd, logPath)
+}
+
 // StartProcessAs runs bin with exactly args as uid:gid (the caller must be
 // root), logging to logPath: a static Pod's command as the kubelet would run it.
 func StartProcessAs(bin string, args []string, uid, gid uint32, logPath string) (*Process, error) {
@@ -48,6 +58,15 @@ func startProcess(cmd *exec.Cmd, logPath string) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startCmd(cmd, logFile)
+}
+
+// startWithLog runs bin with args, logging to an open file.
+func startWithLog(bin string, args []string, logFile *os.File) (*Process, error) {
+	return startCmd(exec.Command(bin, args...), logFile)
+}
+
+func startCmd(cmd *exec.Cmd, logFile *os.File) (*Process, error) {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -23,6 +25,8 @@ type Proxy struct {
 	mu    sync.Mutex
 	cut   bool
 	conns map[net.Conn]struct{}
+	// delay is added to every chunk, both directions (Delay).
+	delay atomic.Int64
 	// Kubeconfig is the control plane's admin kubeconfig pointed at the
 	// proxy.
 	Kubeconfig string
@@ -91,10 +95,54 @@ func (p *Proxy) pipe(in net.Conn) {
 	p.mu.Unlock()
 	defer p.forget(out)
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+	go func() { p.copy(out, in); done <- struct{}{} }()
+	go func() { p.copy(in, out); done <- struct{}{} }()
 	<-done
 }
+
+// copy forwards src to dst, each chunk held until the delay in force when
+// it was read has passed (a slow or stalled path: the bytes arrive late,
+// in order, the connection stays open).
+func (p *Proxy) copy(dst io.Writer, src io.Reader) {
+	type chunk struct {
+		b   []byte
+		due time.Time
+	}
+	ch := make(chan chunk, 256)
+	go func() {
+		defer close(ch)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := src.Read(buf)
+			if n > 0 {
+				ch <- chunk{buf[:n], time.Now().Add(time.Duration(p.delay.Load()))}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	failed := false
+	for c := range ch {
+		if failed {
+			continue // drain, so the reader ends when src closes
+		}
+		if d := time.Until(c.due); d > 0 {
+			time.Sleep(d)
+		}
+		if _, err := dst.Write(c.b); err != nil {
+			failed = true
+		}
+	}
+}
+
+// Server is the proxy's URL, for a kubeconfig of another identity.
+func (p *Proxy) Server() string { return "https://" + p.lis.Addr().String() }
+
+// Delay holds every chunk read from now on for d in each direction (0:
+// none): a partition that delays instead of resetting when d is longer
+// than the clients' timeouts, a slow API when it is a few seconds.
+func (p *Proxy) Delay(d time.Duration) { p.delay.Store(int64(d)) }
 
 func (p *Proxy) forget(c net.Conn) {
 	_ = c.Close()

@@ -1,0 +1,375 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// 3c. Each ElasticQuota's status.used (the resources its min or max names)
+// equals the requests of its namespace's active pods, as one of the
+// checks in the last statusBound saw them, once the scheduler had
+// statusBound of leader time to write it (Kueue's e2e checks the same after
+// restarts).
+func (w *watcher) checkQuotaStatus(now time.Time) {
+	lt := w.leaderTime()
+	for _, o := range w.quotas.List() {
+		q := o.(*schedv1alpha1.ElasticQuota)
+		ns := q.Namespace
+		if w.quotaOf(ns) != q {
+			continue // a second quota in the namespace: the plugin takes one
+		}
+		names := map[v1.ResourceName]bool{}
+		for r := range q.Spec.Min {
+			names[r] = true
+		}
+		for r := range q.Spec.Max {
+			names[r] = true
+		}
+		sum := v1.ResourceList{}
+		for r, x := range w.namespaceUse(ns) {
+			if names[r] {
+				sum[r] = x
+			}
+		}
+		hist := append(w.usedHistory[ns], usedSample{at: now, used: sum})
+		for len(hist) > 0 && now.Sub(hist[0].at) > statusBound {
+			hist = hist[1:]
+		}
+		w.usedHistory[ns] = hist
+		match := false
+		for _, h := range hist {
+			if sameUse(h.used, q.Status.Used, names) {
+				match = true
+				break
+			}
+		}
+		w.observe("3-quota/status", ns, lt)
+		key := "status/" + ns
+		if d := w.t.add(key, !match, lt, w.dt); d > statusBound {
+			w.violate(key+"/"+q.ResourceVersion, "3-quota",
+				fmt.Sprintf("ElasticQuota %s/%s: status.used %s, its pods' requests %s, for %.0fs of leader time", ns, q.Name, resources(q.Status.Used), resources(sum), d.Seconds()),
+				"elasticquota "+ns+"/"+q.Name)
+		}
+	}
+}
+
+// sameUse compares the resources names lists, a missing one as zero.
+func sameUse(a, b v1.ResourceList, names map[v1.ResourceName]bool) bool {
+	for r := range names {
+		x, y := a[r], b[r]
+		if x.Cmp(y) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// 2b. Gang liveness: a PodGroup with all its members created, whose members
+// still to place fit the cluster's free room together (first fit, each on a
+// node it is eligible for) and which its quota admits whole, is placed
+// within gangLivenessBound of leader time, unless its spec or its quota
+// changed within settle. A gang that cannot fit whole is out of scope.
+func (w *watcher) checkGangLiveness(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse) {
+	lt := w.leaderTime()
+	members := map[string][]*v1.Pod{}
+	for _, o := range w.pods.List() {
+		p := o.(*v1.Pod)
+		if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && p.DeletionTimestamp == nil && !terminal(p) {
+			members[p.Namespace+"/"+g] = append(members[p.Namespace+"/"+g], p)
+		}
+	}
+	qv := w.quotaView()
+	var free map[string]v1.ResourceList // computed once, if any gang needs it
+	for _, o := range w.groups.List() {
+		pg := o.(*schedv1alpha1.PodGroup)
+		key := pg.Namespace + "/" + pg.Name
+		var pending []*v1.Pod
+		placed := 0
+		for _, p := range members[key] {
+			if p.Spec.NodeName != "" {
+				placed++
+			} else {
+				pending = append(pending, p)
+			}
+		}
+		need := int(pg.Spec.MinMember) - placed
+		tkey := "gang-live/" + key
+		if need <= 0 || len(members[key]) < int(pg.Spec.MinMember) || len(pending) < need {
+			w.t.add(tkey, false, false, 0)
+			continue
+		}
+		if free == nil {
+			free = map[string]v1.ResourceList{}
+			for name, n := range nodes {
+				room, pods := w.room(n, use[name])
+				room[v1.ResourcePods] = *resource.NewQuantity(pods, resource.DecimalSI)
+				free[name] = room
+			}
+		}
+		fits, sum := w.gangFits(pending[:need], nodes, free, use, now)
+		if fits && pg.Spec.MinResources != nil {
+			total := v1.ResourceList{}
+			for _, r := range free {
+				addTo(total, r)
+			}
+			fits = fitsIn(pg.Spec.MinResources, total)
+		}
+		fits = fits && w.admits(qv, pg.Namespace, sum)
+		judged := now.Sub(w.groupChanged[key]) >= settle && now.Sub(w.quotaChanged[pg.Namespace]) >= settle
+		if fits {
+			w.observe("2-gang/liveness", key, judged && lt)
+		}
+		if d := w.t.add(tkey, fits && judged, lt, w.dt); d > gangLivenessBound {
+			w.violate(tkey+"/"+pg.ResourceVersion, "2-gang",
+				fmt.Sprintf("PodGroup %s: %d of minMember %d placed, and the %d to place have fitted the cluster's free room and the quota for %.0fs of leader time", key, placed, pg.Spec.MinMember, need, d.Seconds()),
+				"podgroup "+key)
+		}
+	}
+}
+
+// gangFits places pods by first fit on copies of free (each on a node it is
+// eligible for, with room, a pod slot and its host ports free); it reports
+// whether all fit and what they request together.
+func (w *watcher) gangFits(pods []*v1.Pod, nodes map[string]*v1.Node, free map[string]v1.ResourceList, use map[string]*nodeUse, now time.Time) (bool, v1.ResourceList) {
+	sum := v1.ResourceList{}
+	taken := map[string]v1.ResourceList{}
+	names := make([]string, 0, len(nodes))
+	for name := range nodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	// Largest first, as first-fit decreasing.
+	sorted := append([]*v1.Pod(nil), pods...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := podRequests(sorted[i])[v1.ResourceCPU], podRequests(sorted[j])[v1.ResourceCPU]
+		return a.Cmp(b) > 0
+	})
+	for _, p := range sorted {
+		req := podRequests(p)
+		addTo(sum, req)
+		withSlot := req.DeepCopy()
+		withSlot[v1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+		placed := false
+		for _, name := range names {
+			if !w.eligible(p, nodes[name], now) || use[name] != nil && portTaken(use[name], p) {
+				continue
+			}
+			room := free[name]
+			if t := taken[name]; t != nil {
+				room = sub(room, t)
+			}
+			if fitsIn(withSlot, room) {
+				if taken[name] == nil {
+					taken[name] = v1.ResourceList{}
+				}
+				addTo(taken[name], withSlot)
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			return false, sum
+		}
+	}
+	return true, sum
+}
+
+// preemptedBy reads upstream's event message: "Preempted by pod <uid> on
+// node <node>".
+var preemptedBy = regexp.MustCompile(`^Preempted by \S+ ([0-9a-f-]{36}) on node (\S+)`)
+
+// 8. Every eviction was legal, judged at the event upstream's preemption
+// records on each victim: the victim's priority is below its preemptor's,
+// unless ElasticQuota reclaimed it for a preemptor of another namespace,
+// and then the victim's namespace was above its min in a resource the
+// preemptor asks for (counting this preemptor's other victims as still
+// there).
+func (w *watcher) preempted(e *v1.Event) {
+	if e.Reason != "Preempted" || e.InvolvedObject.Kind != "Pod" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.evictions++
+	key := string(e.InvolvedObject.UID)
+	m := preemptedBy.FindStringSubmatch(e.Message)
+	victim := w.podByUID(e.InvolvedObject.UID, e.InvolvedObject.Namespace, e.InvolvedObject.Name)
+	var preemptor *v1.Pod
+	if m != nil {
+		preemptor = w.podByUID(types.UID(m[1]), "", "")
+	}
+	if victim == nil || preemptor == nil {
+		w.event("8-eviction", key, false)
+		return
+	}
+	w.event("8-eviction", key, true)
+	vid, pid := victim.Namespace+"/"+victim.Name, preemptor.Namespace+"/"+preemptor.Name
+	vp, pp := corev1helpers.PodPriority(victim), corev1helpers.PodPriority(preemptor)
+	reclaim := victim.Namespace != preemptor.Namespace && w.quotaOf(victim.Namespace) != nil && w.quotaOf(preemptor.Namespace) != nil
+	if !reclaim && vp >= pp {
+		w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s (priority %d) evicted for %s (priority %d)", vid, vp, pid, pp), "pod "+vid, "pod "+pid)
+		return
+	}
+	if reclaim {
+		q := w.quotaOf(victim.Namespace)
+		// The namespace's use before this preemption: its pods not being
+		// deleted, and this preemptor's victims.
+		before := v1.ResourceList{}
+		objs, _ := w.pods.ByIndex(cache.NamespaceIndex, victim.Namespace)
+		counted := map[types.UID]bool{}
+		for _, o := range objs {
+			p := o.(*v1.Pod)
+			if active(p) && (p.DeletionTimestamp == nil || w.victimOf(p.UID, preemptor.UID)) {
+				addTo(before, podRequests(p))
+				counted[p.UID] = true
+			}
+		}
+		for uid, g := range w.gone {
+			if g.pod.Namespace == victim.Namespace && !counted[uid] && g.pod.Spec.NodeName != "" && w.victimOf(uid, preemptor.UID) {
+				addTo(before, podRequests(g.pod))
+				counted[uid] = true
+			}
+		}
+		if !counted[victim.UID] {
+			addTo(before, podRequests(victim))
+		}
+		above := false
+		for r, x := range podRequests(preemptor) {
+			mn, ok := q.Spec.Min[r]
+			if b := before[r]; !x.IsZero() && ok && b.Cmp(mn) > 0 {
+				above = true
+			}
+		}
+		if !above {
+			w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s of namespace %s evicted to reclaim for %s, but %s used %s, not above its min %s in a resource %s asks for (%s)",
+				vid, victim.Namespace, pid, victim.Namespace, resources(before), resources(q.Spec.Min), pid, resources(podRequests(preemptor))), "pod "+vid, "pod "+pid, "elasticquota "+q.Namespace+"/"+q.Name)
+			return
+		}
+	}
+	w.victims = append(w.victims, victimRecord{victim: victim.UID, preemptor: preemptor.UID, at: time.Now()})
+	// A victim a PodDisruptionBudget protected is counted, not judged:
+	// whether another choice existed is a property of the whole victim
+	// set upstream's reprieve chose, which the API does not record.
+	if w.blockingPDB(victim) != "" {
+		w.pdbEvictions++
+	}
+}
+
+// victimRecord: a victim and its preemptor.
+type victimRecord struct {
+	victim, preemptor types.UID
+	at                time.Time
+}
+
+// victimOf: uid was evicted for preemptor in the last minute.
+func (w *watcher) victimOf(uid, preemptor types.UID) bool {
+	for _, v := range w.victims {
+		if v.victim == uid && v.preemptor == preemptor && time.Since(v.at) < time.Minute {
+			return true
+		}
+	}
+	return false
+}
+
+// podByUID finds a pod in the informer or among the recently deleted.
+func (w *watcher) podByUID(uid types.UID, ns, name string) *v1.Pod {
+	if name != "" {
+		if o, ok, _ := w.pods.GetByKey(ns + "/" + name); ok && o.(*v1.Pod).UID == uid {
+			return o.(*v1.Pod)
+		}
+	} else {
+		for _, o := range w.pods.List() {
+			if p := o.(*v1.Pod); p.UID == uid {
+				return p
+			}
+		}
+	}
+	if g, ok := w.gone[uid]; ok {
+		return g.pod
+	}
+	return nil
+}
+
+// blockingPDB names a PodDisruptionBudget that selects p and allows no
+// disruption now ("" if none).
+func (w *watcher) blockingPDB(p *v1.Pod) string {
+	objs, _ := w.pdbs.ByIndex(cache.NamespaceIndex, p.Namespace)
+	for _, o := range objs {
+		pdb := o.(*policyv1.PodDisruptionBudget)
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		if pdb.Status.DisruptionsAllowed <= 0 {
+			return pdb.Namespace + "/" + pdb.Name
+		}
+	}
+	return ""
+}
+
+// nonLeaderScheduled: 9. A replica that does not lead schedules nothing
+// (upstream runs scheduling cycles only under the lease): its attempts
+// count grew between two samples in which it did not lead.
+func (w *watcher) nonLeaderScheduled(name string, prev, last sample) {
+	if prev.Start != last.Start || prev.Leader || last.Leader {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var grew []string
+	for result, n := range last.Attempts {
+		if n > prev.Attempts[result] {
+			grew = append(grew, fmt.Sprintf("%s +%.0f", result, n-prev.Attempts[result]))
+		}
+	}
+	w.event("9-leadership/non-leader", name, true)
+	if len(grew) > 0 {
+		sort.Strings(grew)
+		w.violate(fmt.Sprintf("non-leader/%s/%d", name, last.Start), "9-leadership",
+			fmt.Sprintf("replica %s scheduled while not leading (attempts %s between %.0fs and %.0fs)", name, strings.Join(grew, ", "), prev.At, last.At), "replica "+name)
+	}
+}
+
+// judgeDrained is the verdict after the drain: a pod or gang that has
+// waited at least drainJudged of leader time in a state a bound applies to
+// (a node fits it, its quota's min has room with reclaim, its gang fits
+// whole) is a violation, whether or not its bound has passed: with every
+// fault healed and no new work, nothing is left to wait for.
+func (w *watcher) judgeDrained() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for key, d := range w.t {
+		inv := ""
+		switch {
+		case strings.HasPrefix(key, "live/"):
+			inv = "4-liveness"
+		case strings.HasPrefix(key, "min/"):
+			inv = "3-quota"
+		case strings.HasPrefix(key, "gang-live/"):
+			inv = "2-gang"
+		case strings.HasPrefix(key, "gang/"):
+			inv = "2-gang"
+		default:
+			continue
+		}
+		if d >= drainJudged {
+			w.violate("drained/"+key, inv, fmt.Sprintf("%s still waiting at the end of the drain after %.0fs of leader time in which it could have been placed", key, d.Seconds()), key)
+		}
+	}
+}
+
+// drainJudged: see judgeDrained.
+const drainJudged = 30 * time.Second

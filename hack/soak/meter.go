@@ -1,0 +1,100 @@
+package main
+
+import (
+	"sort"
+	"time"
+)
+
+// meter measures how much an invariant was evaluated: every check, each
+// object in its scope (a pod pending, a node with pods, a quota, a gang
+// partly bound) adds the seconds since the previous check to inScope, and
+// to evaluated if the invariant judged it then (not within the object's own
+// grace, and not while no replica led for a bound that counts leader time).
+// Events (a bind, an eviction, a refusal) count once each.
+type meter struct {
+	inScope, evaluated float64
+	judged             map[string]bool
+	events, eventsJ    int
+}
+
+// invariantReport is one invariant's line in the report.
+type invariantReport struct {
+	Invariant string `json:"invariant"`
+	// ObjectSeconds in scope and evaluated, and the share evaluated.
+	InScopeSeconds   float64 `json:"inScopeObjectSeconds"`
+	EvaluatedSeconds float64 `json:"evaluatedObjectSeconds"`
+	// Events seen and judged (invariants checked at an event).
+	Events       int `json:"events,omitempty"`
+	EventsJudged int `json:"eventsJudged,omitempty"`
+	// Share evaluated: of the object-seconds, or of the events.
+	Share float64 `json:"share"`
+	// Judged is how many distinct objects it judged at least once.
+	Judged int `json:"objectsJudged"`
+}
+
+func (w *watcher) meterOf(inv string) *meter {
+	m := w.meters[inv]
+	if m == nil {
+		m = &meter{judged: map[string]bool{}}
+		w.meters[inv] = m
+	}
+	return m
+}
+
+// observe counts key in scope of inv for this check, evaluated or not.
+func (w *watcher) observe(inv, key string, evaluated bool) {
+	m := w.meterOf(inv)
+	m.inScope += w.dt
+	if evaluated {
+		m.evaluated += w.dt
+		m.judged[key] = true
+	}
+}
+
+// event counts one event of inv, judged or not.
+func (w *watcher) event(inv, key string, judged bool) {
+	m := w.meterOf(inv)
+	m.events++
+	if judged {
+		m.eventsJ++
+		m.judged[key] = true
+	}
+}
+
+func (w *watcher) invariantReports() []invariantReport {
+	var out []invariantReport
+	for inv, m := range w.meters {
+		r := invariantReport{Invariant: inv, InScopeSeconds: m.inScope, EvaluatedSeconds: m.evaluated, Events: m.events, EventsJudged: m.eventsJ, Judged: len(m.judged)}
+		switch {
+		case m.inScope > 0:
+			r.Share = m.evaluated / m.inScope
+		case m.events > 0:
+			r.Share = float64(m.eventsJ) / float64(m.events)
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Invariant < out[j].Invariant })
+	return out
+}
+
+// timers hold, per state key, how long the state has held, counting only
+// the time the clock counts (leader time for the bounds that need a
+// scheduler running). A state that no longer holds is forgotten.
+type timers map[string]time.Duration
+
+func (t timers) add(key string, holds, counting bool, dt float64) time.Duration {
+	if !holds {
+		delete(t, key)
+		return 0
+	}
+	d, ok := t[key]
+	if !ok {
+		t[key] = 0
+		return 0
+	}
+	if counting {
+		d += time.Duration(dt * float64(time.Second))
+		t[key] = d
+	}
+	return d
+}

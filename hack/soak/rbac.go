@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
+)
+
+// The chart's identity, as manifests/second-scheduler renders it (make
+// generate): the replicas run as its ServiceAccount, with exactly the RBAC
+// it grants, on its Lease.
+const (
+	chartNamespace      = "berth-system"
+	chartServiceAccount = "berth-scheduler"
+	chartLease          = "berth-scheduler"
+)
+
+// installChartRBAC creates the namespace, the ServiceAccount and the RBAC
+// of manifests/second-scheduler (the chart rendered with its defaults).
+func installChartRBAC(ctx context.Context, cp *sandbox.ControlPlane, root string) error {
+	for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml"} {
+		objs, err := sandbox.ReadObjects(filepath.Join(root, "manifests", "second-scheduler", f))
+		if err != nil {
+			return err
+		}
+		if err := cp.Apply(ctx, objs, false); err != nil {
+			return fmt.Errorf("applying manifests/second-scheduler/%s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// replicaKubeconfigs are a replica's kubeconfigs as the chart's
+// ServiceAccount: through its proxy (the scheduler's client), and straight
+// to the API server (delegated authentication and authorization of its
+// /metrics, so a scrape answers during an outage).
+func replicaKubeconfigs(cp *sandbox.ControlPlane, proxy *sandbox.Proxy, name string) (viaProxy, direct string, err error) {
+	user := "system:serviceaccount:" + chartNamespace + ":" + chartServiceAccount
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + chartNamespace}
+	if viaProxy, err = cp.UserKubeconfig(user, groups, proxy.Server(), name+"-sa.kubeconfig"); err != nil {
+		return "", "", err
+	}
+	direct, err = cp.UserKubeconfig(user, groups, "", name+"-sa-direct.kubeconfig")
+	return viaProxy, direct, err
+}
+
+// useChartLease sets the config's leader election to the chart's Lease
+// (the only one its Role lets it take).
+func useChartLease(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return err
+	}
+	le, _ := doc["leaderElection"].(map[string]any)
+	if le == nil {
+		le = map[string]any{}
+	}
+	le["resourceNamespace"], le["resourceName"] = chartNamespace, chartLease
+	doc["leaderElection"] = le
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o600)
+}
