@@ -381,7 +381,7 @@ soak: build envtest-bin ## Soak: two Berth replicas, real kube-controller-manage
 
 .PHONY: test-soak
 test-soak: build envtest-bin ## The 3-minute soak of make test: seed 1, 200 nodes, a fault every 15s; fails on any violation (docs/soak.md).
-	$(SOAK_RUN) --minutes 3 --nodes 200 --seed 1 --fault-every 15s --out $(BIN)/soak-test
+	$(SOAK_RUN) --minutes 3 --nodes 200 --seed 1 --fault-every 15s --drain 2m --out $(BIN)/soak-test
 
 # The planted faults of internal/mutant, each run as a short soak by
 # soak-mutants (bin/scheduler-mutants: -tags soakmutants, never released).

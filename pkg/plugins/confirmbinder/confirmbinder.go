@@ -36,6 +36,7 @@ import (
 
 	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/apis/config/validation"
+	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/mutant"
 	"github.com/berth-scheduler/berth/internal/perclient"
 	"github.com/berth-scheduler/berth/internal/quantity"
@@ -68,6 +69,8 @@ type ConfirmBinder struct {
 
 	// nodes is shared by every profile of the process.
 	nodes *nodeGate
+	// fence: while it holds, every binding is confirmed.
+	fence *leadership.Fence
 }
 
 // nodeGate serialises confirm-then-bind per node, so that parallel binding
@@ -174,6 +177,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		bindOnErr:           args.OnConfirmError == config.ConfirmErrorBind,
 		comparisonOperators: utilfeature.DefaultFeatureGate.Enabled(features.TaintTolerationComparisonOperators),
 		nodes:               gateFor(ctx, h.ClientSet()),
+		fence:               leadership.ProcessFence(),
 	}
 	if f := h.SharedInformerFactory(); f != nil {
 		// Forget the lock of a deleted node, so node churn does not grow the map.
@@ -297,6 +301,16 @@ func (pl *ConfirmBinder) Bind(ctx context.Context, state fwk.CycleState, pod *v1
 	if c, err := state.Read(reserveStateKey); err == nil {
 		if s, ok := c.(*reserveState); ok {
 			confirm = s.confirm
+		}
+	}
+	if !confirm {
+		// A process that stood still (paused past its lease, starved)
+		// decided on a view that may be stale: confirm whatever Reserve
+		// said (leadership.Fence).
+		if fenced, why := pl.fence.Fenced(); fenced {
+			pl.fence.Refused(Name)
+			klog.FromContext(ctx).V(2).Info("ConfirmBinder: confirming a binding Reserve found roomy", "pod", klog.KObj(pod), "node", nodeName, "reason", why)
+			confirm = true
 		}
 	}
 	if !confirm || mutant.On(mutant.ConfirmBinderSkips) {

@@ -34,6 +34,7 @@ import (
 	"github.com/berth-scheduler/berth/apis/config/validation"
 	"github.com/berth-scheduler/berth/internal/crd"
 	"github.com/berth-scheduler/berth/internal/gang"
+	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/perclient"
 	"github.com/berth-scheduler/berth/internal/preemptible"
 	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
@@ -66,6 +67,8 @@ type ElasticQuota struct {
 
 	evaluator *preemption.Evaluator
 	executor  *preemption.Executor
+	// fence: PreBind refuses while this process may have stood still.
+	fence *leadership.Fence
 }
 
 var (
@@ -74,6 +77,7 @@ var (
 	_ fwk.PostFilterPlugin         = &ElasticQuota{}
 	_ fwk.PodGroupPostFilterPlugin = &ElasticQuota{}
 	_ fwk.ReservePlugin            = &ElasticQuota{}
+	_ fwk.PreBindPlugin            = &ElasticQuota{}
 	_ fwk.EnqueueExtensions        = &ElasticQuota{}
 	_ fwk.SignPlugin               = &ElasticQuota{}
 	_ preemption.Interface         = &ElasticQuota{}
@@ -147,6 +151,7 @@ func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, 
 			fts:    fts,
 			denied: args.NamespacesWithoutQuota == config.NamespacesWithoutQuotaDenied,
 			shared: sh,
+			fence:  leadership.ProcessFence(),
 		}
 		pl.executor = preemption.NewExecutor(h, fts)
 		pl.evaluator = preemption.NewEvaluator(Name, h, pl, pl.executor)
@@ -423,6 +428,29 @@ func (pl *ElasticQuota) Reserve(_ context.Context, state fwk.CycleState, p *v1.P
 // Unreserve undoes Reserve.
 func (pl *ElasticQuota) Unreserve(_ context.Context, state fwk.CycleState, p *v1.Pod, _ string) {
 	pl.shared.mgr.unassume(p, state.IsPodGroupSchedulingCycle())
+}
+
+// PreBindPreFlight: PreBind has work only for a pod of a namespace with a
+// quota.
+func (pl *ElasticQuota) PreBindPreFlight(_ context.Context, _ fwk.CycleState, p *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if !pl.shared.mgr.hasQuota(p.Namespace) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return nil, nil
+}
+
+// PreBind refuses the binding while this process may have stood still
+// (leadership.Fence): a leader paused past its lease wakes with the quota
+// usage it had, while another replica may have bound the namespace's room
+// meanwhile. The pod is retried once the process's lease is confirmed
+// (or another replica, which leads, places it).
+func (pl *ElasticQuota) PreBind(ctx context.Context, _ fwk.CycleState, p *v1.Pod, nodeName string) *fwk.Status {
+	if fenced, why := pl.fence.Fenced(); fenced {
+		pl.fence.Refused(Name)
+		klog.FromContext(ctx).V(2).Info("ElasticQuota: binding refused", "pod", klog.KObj(p), "node", nodeName, "reason", why)
+		return fwk.NewStatus(fwk.Error, "ElasticQuota: "+why)
+	}
+	return nil
 }
 
 // EventsToRegister: a quota's spec changing (status writes are skipped), and
