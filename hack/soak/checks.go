@@ -19,10 +19,12 @@ import (
 )
 
 // 3c. Each ElasticQuota's status.used (the resources its min or max names)
-// equals the requests of its namespace's active pods, as one of the
-// checks in the last statusBound saw them, once the scheduler had
-// statusBound of leader time to write it (Kueue's e2e checks the same after
-// restarts).
+// stays within what its namespace's pods account for, as the plugin counts
+// them: at least the requests of the active pods as one of the checks of
+// the last statusBound saw them, at most the most seen plus every pending
+// pod's (the plugin counts the pods it reserved, which wait at Permit or
+// bind in flight). A status outside that range for statusBound of leader
+// time is usage counted wrong (a pod counted twice, or never released).
 func (w *watcher) checkQuotaStatus(now time.Time) {
 	lt := w.leaderTime()
 	for _, o := range w.quotas.List() {
@@ -38,43 +40,63 @@ func (w *watcher) checkQuotaStatus(now time.Time) {
 		for r := range q.Spec.Max {
 			names[r] = true
 		}
-		sum := v1.ResourceList{}
-		for r, x := range w.namespaceUse(ns) {
-			if names[r] {
-				sum[r] = x
+		bound, pending := v1.ResourceList{}, v1.ResourceList{}
+		objs, _ := w.pods.ByIndex(cache.NamespaceIndex, ns)
+		for _, o := range objs {
+			p := o.(*v1.Pod)
+			switch {
+			case active(p):
+				addTo(bound, only(podRequests(p), names))
+			case p.Spec.NodeName == "" && !terminal(p) && len(p.Spec.SchedulingGates) == 0:
+				addTo(pending, only(podRequests(p), names))
 			}
 		}
-		hist := append(w.usedHistory[ns], usedSample{at: now, used: sum})
+		hist := append(w.usedHistory[ns], usedSample{at: now, used: bound})
 		for len(hist) > 0 && now.Sub(hist[0].at) > statusBound {
 			hist = hist[1:]
 		}
 		w.usedHistory[ns] = hist
-		match := false
-		for _, h := range hist {
-			if sameUse(h.used, q.Status.Used, names) {
-				match = true
-				break
+		low, high := v1.ResourceList{}, v1.ResourceList{}
+		for r := range names {
+			for i, h := range hist {
+				x := h.used[r]
+				if l := low[r]; i == 0 || x.Cmp(l) < 0 {
+					low[r] = x.DeepCopy()
+				}
+				if hi := high[r]; i == 0 || x.Cmp(hi) > 0 {
+					high[r] = x.DeepCopy()
+				}
+			}
+			hi := high[r]
+			hi.Add(pending[r])
+			high[r] = hi
+		}
+		out := ""
+		for r := range names {
+			x, l, h := q.Status.Used[r], low[r], high[r]
+			if x.Cmp(l) < 0 || x.Cmp(h) > 0 {
+				out = fmt.Sprintf("%s %s outside [%s, %s]", r, x.String(), l.String(), h.String())
 			}
 		}
 		w.observe("3-quota/status", ns, lt)
 		key := "status/" + ns
-		if d := w.t.add(key, !match, lt, w.dt); d > statusBound {
+		if d := w.t.add(key, out != "", lt, w.dt); d > statusBound {
 			w.violate(key+"/"+q.ResourceVersion, "3-quota",
-				fmt.Sprintf("ElasticQuota %s/%s: status.used %s, its pods' requests %s, for %.0fs of leader time", ns, q.Name, resources(q.Status.Used), resources(sum), d.Seconds()),
+				fmt.Sprintf("ElasticQuota %s/%s: status.used %s for %.0fs of leader time (its active pods' requests over the last %s, plus its pending pods')", ns, q.Name, out, d.Seconds(), statusBound),
 				"elasticquota "+ns+"/"+q.Name)
 		}
 	}
 }
 
-// sameUse compares the resources names lists, a missing one as zero.
-func sameUse(a, b v1.ResourceList, names map[v1.ResourceName]bool) bool {
-	for r := range names {
-		x, y := a[r], b[r]
-		if x.Cmp(y) != 0 {
-			return false
+// only is rl limited to names.
+func only(rl v1.ResourceList, names map[v1.ResourceName]bool) v1.ResourceList {
+	out := v1.ResourceList{}
+	for r, x := range rl {
+		if names[r] {
+			out[r] = x
 		}
 	}
-	return true
+	return out
 }
 
 // 2b. Gang liveness: a PodGroup with all its members created, whose members
@@ -191,12 +213,15 @@ func (w *watcher) gangFits(pods []*v1.Pod, nodes map[string]*v1.Node, free map[s
 // node <node>".
 var preemptedBy = regexp.MustCompile(`^Preempted by \S+ ([0-9a-f-]{36}) on node (\S+)`)
 
-// 8. Every eviction was legal, judged at the event upstream's preemption
-// records on each victim: the victim's priority is below its preemptor's,
-// unless ElasticQuota reclaimed it for a preemptor of another namespace,
-// and then the victim's namespace was above its min in a resource the
-// preemptor asks for (counting this preemptor's other victims as still
-// there).
+// 8. Every eviction was legal, judged from the event upstream's preemption
+// records on each victim, evictionDelay after it (so that the preemptor's
+// other victims' events are in): the victim's priority is below its
+// preemptor's, unless ElasticQuota reclaimed it for a preemptor of another
+// namespace with a quota, and then the victim's namespace was above its
+// min in a resource the preemptor asks for, counting as still there every
+// pod a preemption evicted around then and the pods it had reserved
+// (pending, nominated). An eviction within settle of either namespace's
+// quota changing is counted, not judged (decided by the old quota).
 func (w *watcher) preempted(e *v1.Event) {
 	if e.Reason != "Preempted" || e.InvolvedObject.Kind != "Pod" {
 		return
@@ -204,84 +229,141 @@ func (w *watcher) preempted(e *v1.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.evictions++
-	key := string(e.InvolvedObject.UID)
-	m := preemptedBy.FindStringSubmatch(e.Message)
-	victim := w.podByUID(e.InvolvedObject.UID, e.InvolvedObject.Namespace, e.InvolvedObject.Name)
-	var preemptor *v1.Pod
-	if m != nil {
-		preemptor = w.podByUID(types.UID(m[1]), "", "")
+	ev := evictionEvent{victim: e.InvolvedObject.UID, ns: e.InvolvedObject.Namespace, name: e.InvolvedObject.Name, at: time.Now()}
+	if m := preemptedBy.FindStringSubmatch(e.Message); m != nil {
+		ev.preemptor = types.UID(m[1])
 	}
-	if victim == nil || preemptor == nil {
+	if v := w.podByUID(ev.victim, ev.ns, ev.name); v != nil {
+		ev.victimPod = v
+		if v.Spec.NodeName != "" {
+			w.victims = append(w.victims, victimRecord{victim: ev.victim, preemptor: ev.preemptor, at: ev.at})
+		}
+	}
+	if ev.preemptor != "" {
+		ev.preemptorPod = w.podByUID(ev.preemptor, "", "")
+	}
+	w.evictionQueue = append(w.evictionQueue, ev)
+}
+
+// evictionEvent is one victim's event, waiting to be judged.
+type evictionEvent struct {
+	victim, preemptor       types.UID
+	ns, name                string
+	at                      time.Time
+	victimPod, preemptorPod *v1.Pod
+}
+
+// evictionDelay: how long an eviction waits for its preemptor's other
+// victims' events before it is judged.
+const evictionDelay = 5 * time.Second
+
+// judgeEvictions judges the evictions seen at least evictionDelay ago.
+func (w *watcher) judgeEvictions(now time.Time) {
+	keep := w.evictionQueue[:0]
+	for _, ev := range w.evictionQueue {
+		if now.Sub(ev.at) < evictionDelay {
+			keep = append(keep, ev)
+			continue
+		}
+		w.judgeEviction(ev)
+	}
+	w.evictionQueue = keep
+}
+
+func (w *watcher) judgeEviction(ev evictionEvent) {
+	key := string(ev.victim)
+	victim, preemptor := ev.victimPod, ev.preemptorPod
+	if victim == nil || preemptor == nil ||
+		ev.at.Sub(w.quotaChanged[victim.Namespace]) < settle || ev.at.Sub(w.quotaChanged[preemptor.Namespace]) < settle {
 		w.event("8-eviction", key, false)
 		return
 	}
 	w.event("8-eviction", key, true)
 	vid, pid := victim.Namespace+"/"+victim.Name, preemptor.Namespace+"/"+preemptor.Name
 	vp, pp := corev1helpers.PodPriority(victim), corev1helpers.PodPriority(preemptor)
-	reclaim := victim.Namespace != preemptor.Namespace && w.quotaOf(victim.Namespace) != nil && w.quotaOf(preemptor.Namespace) != nil
-	if !reclaim && vp >= pp {
-		w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s (priority %d) evicted for %s (priority %d)", vid, vp, pid, pp), "pod "+vid, "pod "+pid)
+	if w.blockingPDB(victim) != "" {
+		// Counted, not judged: whether another choice existed is a
+		// property of the whole victim set upstream's reprieve chose.
+		w.pdbEvictions++
+	}
+	q := w.quotaOf(victim.Namespace)
+	reclaim := victim.Namespace != preemptor.Namespace && q != nil && w.quotaOf(preemptor.Namespace) != nil
+	if !reclaim {
+		if vp >= pp {
+			w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s (priority %d) evicted for %s (priority %d)", vid, vp, pid, pp), "pod "+vid, "pod "+pid)
+		}
 		return
 	}
-	if reclaim {
-		q := w.quotaOf(victim.Namespace)
-		// The namespace's use before this preemption: its pods not being
-		// deleted, and this preemptor's victims.
-		before := v1.ResourceList{}
-		objs, _ := w.pods.ByIndex(cache.NamespaceIndex, victim.Namespace)
-		counted := map[types.UID]bool{}
-		for _, o := range objs {
-			p := o.(*v1.Pod)
-			if active(p) && (p.DeletionTimestamp == nil || w.victimOf(p.UID, preemptor.UID)) {
-				addTo(before, podRequests(p))
-				counted[p.UID] = true
+	// The namespace's use when the preemption decided, generously: its
+	// pods not being deleted, every pod a preemption evicted within
+	// evictionWindow of this one (a victim of this round or a concurrent
+	// one), this victim, and its pending pods nominated to a node.
+	before := v1.ResourceList{}
+	counted := map[types.UID]bool{}
+	evictedNear := func(uid types.UID) bool {
+		for _, v := range w.victims {
+			if v.victim == uid && absDuration(v.at.Sub(ev.at)) < evictionWindow {
+				return true
 			}
 		}
-		for uid, g := range w.gone {
-			if g.pod.Namespace == victim.Namespace && !counted[uid] && g.pod.Spec.NodeName != "" && w.victimOf(uid, preemptor.UID) {
-				addTo(before, podRequests(g.pod))
-				counted[uid] = true
-			}
+		return false
+	}
+	objs, _ := w.pods.ByIndex(cache.NamespaceIndex, victim.Namespace)
+	for _, o := range objs {
+		p := o.(*v1.Pod)
+		switch {
+		case active(p) && (p.DeletionTimestamp == nil || evictedNear(p.UID) || preemptedRecently(p, ev.at)):
+		case p.Spec.NodeName == "" && p.Status.NominatedNodeName != "" && p.DeletionTimestamp == nil && !terminal(p):
+		default:
+			continue
 		}
-		if !counted[victim.UID] {
-			addTo(before, podRequests(victim))
+		addTo(before, podRequests(p))
+		counted[p.UID] = true
+	}
+	for uid, g := range w.gone {
+		if g.pod.Namespace == victim.Namespace && !counted[uid] && g.pod.Spec.NodeName != "" && (evictedNear(uid) || preemptedRecently(g.pod, ev.at)) {
+			addTo(before, podRequests(g.pod))
+			counted[uid] = true
 		}
-		above := false
-		for r, x := range podRequests(preemptor) {
-			mn, ok := q.Spec.Min[r]
-			if b := before[r]; !x.IsZero() && ok && b.Cmp(mn) > 0 {
-				above = true
-			}
-		}
-		if !above {
-			w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s of namespace %s evicted to reclaim for %s, but %s used %s, not above its min %s in a resource %s asks for (%s)",
-				vid, victim.Namespace, pid, victim.Namespace, resources(before), resources(q.Spec.Min), pid, resources(podRequests(preemptor))), "pod "+vid, "pod "+pid, "elasticquota "+q.Namespace+"/"+q.Name)
+	}
+	if !counted[victim.UID] {
+		addTo(before, podRequests(victim))
+	}
+	for r, x := range podRequests(preemptor) {
+		mn, ok := q.Spec.Min[r]
+		if b := before[r]; !x.IsZero() && ok && b.Cmp(mn) > 0 {
 			return
 		}
 	}
-	w.victims = append(w.victims, victimRecord{victim: victim.UID, preemptor: preemptor.UID, at: time.Now()})
-	// A victim a PodDisruptionBudget protected is counted, not judged:
-	// whether another choice existed is a property of the whole victim
-	// set upstream's reprieve chose, which the API does not record.
-	if w.blockingPDB(victim) != "" {
-		w.pdbEvictions++
+	w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s of namespace %s evicted to reclaim for %s, but %s used %s, not above its min %s in a resource %s asks for (%s)",
+		vid, victim.Namespace, pid, victim.Namespace, resources(before), resources(q.Spec.Min), pid, resources(podRequests(preemptor))), "pod "+vid, "pod "+pid, "elasticquota "+q.Namespace+"/"+q.Name)
+}
+
+// evictionWindow: evictions this close together may be one preemption's.
+const evictionWindow = 15 * time.Second
+
+// preemptedRecently: p carries upstream's DisruptionTarget condition of a
+// preemption set within evictionWindow of at.
+func preemptedRecently(p *v1.Pod, at time.Time) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.DisruptionTarget && c.Reason == v1.PodReasonPreemptionByScheduler && absDuration(c.LastTransitionTime.Sub(at)) < evictionWindow {
+			return true
+		}
 	}
+	return false
+}
+
+func absDuration(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
 }
 
 // victimRecord: a victim and its preemptor.
 type victimRecord struct {
 	victim, preemptor types.UID
 	at                time.Time
-}
-
-// victimOf: uid was evicted for preemptor in the last minute.
-func (w *watcher) victimOf(uid, preemptor types.UID) bool {
-	for _, v := range w.victims {
-		if v.victim == uid && v.preemptor == preemptor && time.Since(v.at) < time.Minute {
-			return true
-		}
-	}
-	return false
 }
 
 // podByUID finds a pod in the informer or among the recently deleted.
@@ -351,7 +433,8 @@ func (w *watcher) nonLeaderScheduled(name string, prev, last sample) {
 func (w *watcher) judgeDrained() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for key, d := range w.t {
+	for key, x := range w.t.m {
+		d := x.d
 		inv := ""
 		switch {
 		case strings.HasPrefix(key, "live/"):

@@ -32,6 +32,9 @@ type faults struct {
 	// kinds and weights: the faults this soak injects (--faults).
 	kinds   []string
 	weights []int
+	// restarting: an API server or etcd restart is under way (restarts).
+	restarting bool
+	restarts   sync.WaitGroup
 	// leaseAt: when a fault that can cost a leader its lease last began
 	// or ended; a lost lease long after it is a violation.
 	leaseMu sync.Mutex
@@ -48,9 +51,6 @@ var faultWeights = []struct {
 	{"node-add", 2}, {"node-cordon", 2}, {"node-delete", 1}, {"node-refuse", 3}, {"node-not-ready", 2},
 	{"node-relabel", 1}, {"metrics-server-restart", 1},
 }
-
-// leaseFaults are the kinds after which a lost lease is expected.
-var leaseFaults = map[string]bool{"leader-pause": true, "leader-partition": true, "slow-api": true, "api-outage": true, "apiserver-restart": true, "etcd-restart": true}
 
 func (f *faults) leaseFault() {
 	f.leaseMu.Lock()
@@ -130,7 +130,7 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		if err := r.pause(); err != nil {
 			return err
 		}
-		f.later(kind, pause, func() {
+		f.later(kind+"/"+r.name, pause, func() {
 			f.leaseFault()
 			if err := r.resume(); err != nil {
 				logf("fault leader-pause: SIGCONT %s: %v", r.name, err)
@@ -183,18 +183,35 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 			logf("fault api-outage: restored")
 		})
 	case "apiserver-restart", "etcd-restart":
+		if f.restarting {
+			logf("fault %s: a restart is under way", kind)
+			return nil
+		}
 		logf("fault %s", kind)
+		f.restarting = true
 		f.leaseFault()
+		f.w.setAPIDown(true)
 		restart := f.cl.cp.RestartAPIServer
 		if kind == "etcd-restart" {
 			restart = f.cl.cp.RestartEtcd
 		}
-		err := restart(ctx)
-		f.leaseFault()
-		if err != nil {
-			return fmt.Errorf("%s: %w", kind, err)
-		}
-		logf("fault %s: ready again", kind)
+		// Not under f.mu (other faults' undo timers go on) and not with
+		// the soak's context (a restart cut short leaves no API server).
+		f.restarts.Go(func() {
+			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			err := restart(rctx)
+			f.leaseFault()
+			f.w.setAPIDown(false)
+			f.mu.Lock()
+			f.restarting = false
+			f.mu.Unlock()
+			if err != nil {
+				logf("fault %s: %v", kind, err)
+				return
+			}
+			logf("fault %s: ready again", kind)
+		})
 	case "controller-manager-restart":
 		logf("fault controller-manager-restart")
 		return f.cl.cm.Restart()
@@ -301,8 +318,10 @@ func (f *faults) later(key string, d time.Duration, undo func()) {
 	})
 }
 
-// undoAll ends every fault still running (at the end of the soak).
+// undoAll ends every fault still running (at the end of the soak), and
+// waits for a restart under way.
 func (f *faults) undoAll() {
+	f.restarts.Wait()
 	for _, u := range f.pending {
 		u()
 	}

@@ -79,22 +79,45 @@ func (w *watcher) invariantReports() []invariantReport {
 
 // timers hold, per state key, how long the state has held, counting only
 // the time the clock counts (leader time for the bounds that need a
-// scheduler running). A state that no longer holds is forgotten.
-type timers map[string]time.Duration
+// scheduler running). A state that no longer holds is forgotten, and so is
+// one no check looked at in the last check (its object is gone: a pod
+// deleted while pending, a PodGroup deleted).
+type timers struct {
+	m     map[string]*timer
+	check int
+}
 
-func (t timers) add(key string, holds, counting bool, dt float64) time.Duration {
+type timer struct {
+	d    time.Duration
+	seen int
+}
+
+func newTimers() *timers { return &timers{m: map[string]*timer{}} }
+
+func (t *timers) add(key string, holds, counting bool, dt float64) time.Duration {
 	if !holds {
-		delete(t, key)
+		delete(t.m, key)
 		return 0
 	}
-	d, ok := t[key]
+	x, ok := t.m[key]
 	if !ok {
-		t[key] = 0
+		t.m[key] = &timer{seen: t.check}
 		return 0
 	}
+	x.seen = t.check
 	if counting {
-		d += time.Duration(dt * float64(time.Second))
-		t[key] = d
+		x.d += time.Duration(dt * float64(time.Second))
 	}
-	return d
+	return x.d
+}
+
+// next starts a check: the timers the previous check did not look at are
+// dropped.
+func (t *timers) next() {
+	for k, x := range t.m {
+		if x.seen < t.check {
+			delete(t.m, k)
+		}
+	}
+	t.check++
 }

@@ -172,6 +172,8 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		logf("MUTANT: the replicas plant %q", o.mutant)
 	}
 
+	fl := newFaults(o.seed, cl, w, names, o.faults)
+	cl.sinceLeaseFault = fl.sinceLeaseFault
 	soakCtx, cancel := context.WithTimeout(ctx, o.duration)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -202,8 +204,6 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
 	// The generator and the faults run in this goroutine, in order.
-	fl := newFaults(o.seed, cl, w, names, o.faults)
-	cl.sinceLeaseFault = fl.sinceLeaseFault
 	// Undo what is still in effect before the processes stop, also when
 	// interrupted.
 	defer fl.undoAll()
@@ -254,7 +254,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		return nil, errors.New("interrupted")
 	}
 	w.judgeDrained()
-	cl.judgeExits(w, fl)
+	cl.judgeExits(w)
 	rep = buildReport(o, gen, fl, w, cl, opErrors)
 	if err := rep.write(o.out); err != nil {
 		return nil, err
@@ -338,7 +338,7 @@ func (cl *cluster) sampleAll(ctx context.Context, w *watcher) {
 // lost lease within a minute of a fault that can cost one; a panic, a
 // klog.Fatal, a lost lease with no such fault, or any other exit is a
 // violation.
-func (cl *cluster) judgeExits(w *watcher, fl *faults) {
+func (cl *cluster) judgeExits(w *watcher) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range cl.replicas {
@@ -392,8 +392,11 @@ func (cl *cluster) leaderKnown(ctx context.Context) (*replica, bool) {
 	known := true
 	for _, r := range cl.replicas {
 		p, _ := r.current()
-		if p == nil || p.Exited() {
-			continue
+		r.mu.Lock()
+		paused := r.paused
+		r.mu.Unlock()
+		if p == nil || p.Exited() || paused {
+			continue // a paused replica schedules nothing
 		}
 		s, err := cl.scrapeMetrics(ctx, r)
 		if err != nil {

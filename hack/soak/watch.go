@@ -99,9 +99,12 @@ type watcher struct {
 	lastCheck time.Time
 	dt        float64
 	// leaderless: at the last check every running replica answered and
-	// none led; leaderlessFor is how long that has held.
+	// none led (a paused one counts as not leading), or the API server was
+	// down; leaderlessFor is how long that has held, apiDown says the
+	// latter.
 	leaderless    bool
 	leaderlessFor time.Duration
+	apiDown       bool
 	// created and bound times per pod UID, for latency and liveness.
 	firstSeen map[types.UID]time.Time
 	boundAt   map[types.UID]time.Time
@@ -126,7 +129,7 @@ type watcher struct {
 	// checks, for the status.used invariant.
 	usedHistory map[string][]usedSample
 	// t: how long each state a bound applies to has held.
-	t timers
+	t *timers
 	// created, bound, deleted counts; what KWOK's kubelets did: pods
 	// Running, Succeeded, Failed (crashes), graceful deletions finished.
 	podsCreated, podsBound, podsDeleted    int
@@ -134,6 +137,7 @@ type watcher struct {
 	gracefulDeletions                      int
 	evictions, pdbEvictions                int
 	victims                                []victimRecord
+	evictionQueue                          []evictionEvent
 	seenRunning                            map[types.UID]bool
 }
 
@@ -155,7 +159,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{},
 		quotaChanged: map[string]time.Time{}, groupChanged: map[string]time.Time{},
 		nodeGone: map[string]time.Time{}, gone: map[types.UID]gonePod{}, usedHistory: map[string][]usedSample{},
-		t: timers{}, seenRunning: map[types.UID]bool{},
+		t: newTimers(), seenRunning: map[types.UID]bool{},
 	}
 	f := informers.NewSharedInformerFactory(c, 0)
 	podInf := f.Core().V1().Pods().Informer()
@@ -183,7 +187,9 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 	if _, err := eventInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(o any) { w.preempted(o.(*v1.Event)) }}); err != nil {
 		return nil, err
 	}
-	specHandler := func(changed map[string]time.Time, byNamespace bool) cache.ResourceEventHandlerFuncs {
+	// A PodGroup's creation starts no grace (its bounds count from it); a
+	// quota's does (the scheduler may have decided a bind by none).
+	specHandler := func(changed map[string]time.Time, byNamespace, onAdd bool) cache.ResourceEventHandlerFuncs {
 		note := func(o any) {
 			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = d.Obj
@@ -201,7 +207,11 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 			w.mu.Unlock()
 		}
 		return cache.ResourceEventHandlerFuncs{
-			AddFunc: note,
+			AddFunc: func(o any) {
+				if onAdd {
+					note(o)
+				}
+			},
 			UpdateFunc: func(old, o any) {
 				if old.(metav1.Object).GetGeneration() != o.(metav1.Object).GetGeneration() {
 					note(o)
@@ -210,10 +220,10 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 			DeleteFunc: note,
 		}
 	}
-	if _, err := groupInf.AddEventHandler(specHandler(w.groupChanged, false)); err != nil {
+	if _, err := groupInf.AddEventHandler(specHandler(w.groupChanged, false, false)); err != nil {
 		return nil, err
 	}
-	if _, err := quotaInf.AddEventHandler(specHandler(w.quotaChanged, true)); err != nil {
+	if _, err := quotaInf.AddEventHandler(specHandler(w.quotaChanged, true, true)); err != nil {
 		return nil, err
 	}
 	w.pods, w.nodes, w.groups, w.quotas, w.pdbs = podInf.GetIndexer(), nodeInf.GetIndexer(), groupInf.GetIndexer(), quotaInf.GetIndexer(), pdbInf.GetIndexer()
@@ -270,11 +280,15 @@ func (w *watcher) podChanged(old, p *v1.Pod) {
 			w.checkQuotaMaxLocked(p, now)
 			// 7. No bind to a node whose deletion the scheduler could
 			// have seen.
+			// The bind's time is the API server's (PodScheduled True),
+			// not when this informer delivered it.
 			gone, deleted := w.nodeGone[p.Spec.NodeName]
-			w.event("7-nothing-lost/bound-to-deleted-node", string(p.UID), true)
-			if deleted && now.Sub(gone) > nodeGoneSlack {
+			cond := scheduledCondition(p)
+			judged := cond != nil && cond.Status == v1.ConditionTrue
+			w.event("7-nothing-lost/bound-to-deleted-node", string(p.UID), judged)
+			if judged && deleted && cond.LastTransitionTime.Sub(gone) > nodeGoneSlack {
 				w.violate("bound-to-deleted/"+string(p.UID), "7-nothing-lost",
-					fmt.Sprintf("pod %s/%s bound to node %s %.0fs after the node's deletion was observed", p.Namespace, p.Name, p.Spec.NodeName, now.Sub(gone).Seconds()),
+					fmt.Sprintf("pod %s/%s bound to node %s %.0fs after the node's deletion was observed", p.Namespace, p.Name, p.Spec.NodeName, cond.LastTransitionTime.Sub(gone).Seconds()),
 					"pod "+p.Namespace+"/"+p.Name, "node "+p.Spec.NodeName)
 			}
 		}
@@ -414,7 +428,10 @@ func (w *watcher) check(leads, known bool) {
 		w.dt = now.Sub(w.lastCheck).Seconds()
 	}
 	w.lastCheck = now
-	w.leaderless = known && !leads
+	w.t.next()
+	// No replica leads, or the API server is down (a restart: nothing can
+	// be scheduled, and scrapes fail as its authorization does).
+	w.leaderless = known && !leads || w.apiDown
 	// 9. Some replica leads: a cluster without a leader schedules nothing.
 	if w.leaderless {
 		w.leaderlessFor += time.Duration(w.dt * float64(time.Second))
@@ -447,6 +464,21 @@ func (w *watcher) check(leads, known bool) {
 	w.checkQuotaMin(now, nodes, planned)
 	w.checkQuotaStatus(now)
 	w.checkGangLiveness(now, nodes, planned)
+	w.judgeEvictions(now)
+	keep := w.victims[:0]
+	for _, v := range w.victims {
+		if now.Sub(v.at) < 10*time.Minute {
+			keep = append(keep, v)
+		}
+	}
+	w.victims = keep
+}
+
+// setAPIDown marks an API server or etcd restart under way.
+func (w *watcher) setAPIDown(down bool) {
+	w.mu.Lock()
+	w.apiDown = down
+	w.mu.Unlock()
 }
 
 // leaderTime: the bounds that need a scheduler count this check's seconds.

@@ -142,11 +142,12 @@ func (e *ControlPlane) ServiceAccountSigningKey() string {
 // Stop stops the control plane and removes the scratch directory.
 func (e *ControlPlane) Stop() error {
 	// Restarted processes are this package's, not envtest's: the API
-	// server stops before etcd, as envtest stops its own.
+	// server (either) stops before etcd (either), as envtest stops its own.
 	if e.apiServer != nil {
 		e.apiServer.Stop()
 	}
 	if e.etcd != nil {
+		_ = e.env.ControlPlane.APIServer.Stop()
 		e.etcd.Stop()
 	}
 	err := e.env.Stop()

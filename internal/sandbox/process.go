@@ -110,6 +110,9 @@ func (p *Process) signal(sig syscall.Signal) {
 	}
 	p.stopped = true
 	_ = p.cmd.Process.Signal(sig)
+	// A process paused with SIGSTOP (SignalStop) acts on no signal but
+	// SIGKILL until it runs again.
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	<-p.exited
 	_ = p.log.Close()
 }

@@ -102,22 +102,26 @@ func (p *Proxy) pipe(in net.Conn) {
 
 // copy forwards src to dst, each chunk held until the delay in force when
 // it was read has passed (a slow or stalled path: the bytes arrive late,
-// in order, the connection stays open).
+// in order, the connection stays open). Chunks still held when src closes
+// are dropped, as a reset connection drops them: a client that gave up (a
+// scheduler that exited on its lost lease) sends nothing after its end.
 func (p *Proxy) copy(dst io.Writer, src io.Reader) {
 	type chunk struct {
 		b   []byte
 		due time.Time
 	}
 	ch := make(chan chunk, 256)
+	var closed atomic.Bool
 	go func() {
 		defer close(ch)
+		buf := make([]byte, 32<<10)
 		for {
-			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
 			if n > 0 {
-				ch <- chunk{buf[:n], time.Now().Add(time.Duration(p.delay.Load()))}
+				ch <- chunk{append([]byte(nil), buf[:n]...), time.Now().Add(time.Duration(p.delay.Load()))}
 			}
 			if err != nil {
+				closed.Store(true)
 				return
 			}
 		}
@@ -129,6 +133,10 @@ func (p *Proxy) copy(dst io.Writer, src io.Reader) {
 		}
 		if d := time.Until(c.due); d > 0 {
 			time.Sleep(d)
+			if closed.Load() {
+				failed = true
+				continue
+			}
 		}
 		if _, err := dst.Write(c.b); err != nil {
 			failed = true
