@@ -154,7 +154,7 @@ func (w *watcher) checkGangLiveness(now time.Time, nodes map[string]*v1.Node, us
 		if fits {
 			w.observe("2-gang/liveness", key, judged && lt)
 		}
-		if d := w.t.add(tkey, fits && judged, lt, w.dt); d > gangLivenessBound {
+		if d := w.t.add(tkey, fits, judged && lt, w.dt); d > gangLivenessBound {
 			w.violate(tkey+"/"+pg.ResourceVersion, "2-gang",
 				fmt.Sprintf("PodGroup %s: %d of minMember %d placed, and the %d to place have fitted the cluster's free room and the quota for %.0fs of leader time", key, placed, pg.Spec.MinMember, need, d.Seconds()),
 				"podgroup "+key)

@@ -15,6 +15,9 @@ type meter struct {
 	inScope, evaluated float64
 	judged             map[string]bool
 	events, eventsJ    int
+	// on and run: seconds of the run the invariant was on (judging any
+	// object in scope) and seconds of the run.
+	on, run float64
 }
 
 // invariantReport is one invariant's line in the report.
@@ -28,6 +31,8 @@ type invariantReport struct {
 	EventsJudged int `json:"eventsJudged,omitempty"`
 	// Share evaluated: of the object-seconds, or of the events.
 	Share float64 `json:"share"`
+	// RunShare: the share of the run's seconds the invariant was on.
+	RunShare float64 `json:"runShare"`
 	// Judged is how many distinct objects it judged at least once.
 	Judged int `json:"objectsJudged"`
 }
@@ -39,6 +44,16 @@ func (w *watcher) meterOf(inv string) *meter {
 		w.meters[inv] = m
 	}
 	return m
+}
+
+// tick counts this check's seconds for inv, on or not (a bound that counts
+// leader time is off while no replica leads).
+func (w *watcher) tick(inv string, on bool) {
+	m := w.meterOf(inv)
+	m.run += w.dt
+	if on {
+		m.on += w.dt
+	}
 }
 
 // observe counts key in scope of inv for this check, evaluated or not.
@@ -65,6 +80,10 @@ func (w *watcher) invariantReports() []invariantReport {
 	var out []invariantReport
 	for inv, m := range w.meters {
 		r := invariantReport{Invariant: inv, InScopeSeconds: m.inScope, EvaluatedSeconds: m.evaluated, Events: m.events, EventsJudged: m.eventsJ, Judged: len(m.judged)}
+		r.RunShare = 1
+		if m.run > 0 {
+			r.RunShare = m.on / m.run
+		}
 		switch {
 		case m.inScope > 0:
 			r.Share = m.evaluated / m.inScope

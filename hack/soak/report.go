@@ -185,13 +185,13 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %d |\n", k.Kind, k.Count)
 	}
 	fmt.Fprintf(&b, "\nEvictions (upstream's Preempted events): %d, of them %d of a PodDisruptionBudget's protected pods.\n", r.Evictions, r.PDBEvictions)
-	b.WriteString("\n## Invariants: how much each was evaluated\n\nObject-seconds in scope (an object in the state the invariant judges) and evaluated (not within the object's own grace, and for bounds that need a scheduler, while a replica led); events for the invariants judged at an event. The drain (" + fmt.Sprintf("%g", r.DrainMinutes) + " min, faults healed, no new work) is included.\n\n| invariant | objects judged | in scope (object-s) | evaluated (object-s) | events (judged) | share evaluated |\n| --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("\n## Invariants: how much each was evaluated\n\nObject-seconds in scope (an object in the state the invariant judges) and evaluated (not within the object's own grace, and for bounds that need a scheduler, while a replica led); events for the invariants judged at an event. The drain (" + fmt.Sprintf("%g", r.DrainMinutes) + " min, faults healed, no new work) is included.\n\n| invariant | on (share of the run) | objects judged | in scope (object-s) | evaluated (object-s) | events (judged) | share evaluated |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, inv := range r.Invariants {
 		ev := ""
 		if inv.Events > 0 {
 			ev = fmt.Sprintf("%d (%d)", inv.Events, inv.EventsJudged)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %s | %.1f %% |\n", inv.Invariant, inv.Judged, inv.InScopeSeconds, inv.EvaluatedSeconds, ev, 100*inv.Share)
+		fmt.Fprintf(&b, "| %s | %.1f %% | %d | %.0f | %.0f | %s | %.1f %% |\n", inv.Invariant, 100*inv.RunShare, inv.Judged, inv.InScopeSeconds, inv.EvaluatedSeconds, ev, 100*inv.Share)
 	}
 	b.WriteString("\n| replica | starts | exits (cause) | mean RSS (MiB) | RSS slope (MiB/min) | mean goroutines | goroutine slope (/min) | over (min) |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, rr := range r.Replicas {

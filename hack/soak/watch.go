@@ -52,8 +52,9 @@ const (
 	// keeps the default).
 	refusalTTL = 5 * time.Minute
 	// settle: after an object's own spec change (its quota, its
-	// PodGroup) the checks that depend on it wait this long.
-	settle = 30 * time.Second
+	// PodGroup) the clocks of the checks that depend on it pause this long
+	// (the scheduler learns of a change within a second or two).
+	settle = 15 * time.Second
 	// leaderlessBound: no replica leads for longer than this while the
 	// replicas run is a violation (an outage fault holds the API away for
 	// at most 30 s, a lease lasts 15 s, a replica restarts in seconds).
@@ -448,6 +449,13 @@ func (w *watcher) check(leads, known bool) {
 			delete(w.gone, uid)
 		}
 	}
+	lt := w.leaderTime()
+	for _, inv := range []string{"1-overcommit", "3-quota/status", "7-nothing-lost/orphan", "9-leadership/leader"} {
+		w.tick(inv, true)
+	}
+	for _, inv := range []string{"2-gang", "2-gang/liveness", "3-quota/min", "4-liveness", "6-explain", "7-nothing-lost/unconditioned"} {
+		w.tick(inv, lt)
+	}
 	use := w.usage()
 	nodes := map[string]*v1.Node{}
 	for _, o := range w.nodes.List() {
@@ -585,7 +593,8 @@ func (w *watcher) checkGangs(now time.Time) {
 		grace := now.Sub(w.groupChanged[key]) < settle
 		judged := !attrition && !grace
 		w.observe("2-gang", key, judged && w.leaderTime())
-		if d := w.t.add("gang/"+key, judged, w.leaderTime(), w.dt); d > gangPartialBound {
+		// Attrition exempts it; a spec change pauses its clock.
+		if d := w.t.add("gang/"+key, !attrition, !grace && w.leaderTime(), w.dt); d > gangPartialBound {
 			sort.Strings(names)
 			w.violate("gang/"+key+"/"+since.String(), "2-gang",
 				fmt.Sprintf("PodGroup %s: %d of minMember %d placed for %.0fs of leader time", key, placed, min, d.Seconds()),
@@ -1041,7 +1050,9 @@ func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use ma
 		if room != "" {
 			w.observe("3-quota/min", string(p.UID), judged && lt)
 		}
-		if d := w.t.add(key, room != "" && judged, lt, w.dt); d > quotaMinBound {
+		// A quota change pauses the clock (the scheduler may still act on
+		// the old quota), it does not restart it.
+		if d := w.t.add(key, room != "", judged && lt, w.dt); d > quotaMinBound {
 			w.violate(key, "3-quota", fmt.Sprintf("pod %s/%s pending %.0fs of leader time while its namespace is below min (uses %s of min %s) and node %s has room with reclaim",
 				p.Namespace, p.Name, d.Seconds(), resources(used[p.Namespace]), resources(q.Spec.Min), room),
 				"pod "+p.Namespace+"/"+p.Name, "elasticquota "+q.Namespace+"/"+q.Name, "node "+room)
