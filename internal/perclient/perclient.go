@@ -41,14 +41,14 @@ func (r *Registry[T]) Get(ctx context.Context, client kubernetes.Interface, reus
 		r.values = map[kubernetes.Interface]T{}
 	}
 	r.values[client] = v
-	go func() {
-		<-ctx.Done()
+	// AfterFunc: no goroutine waits on a context that never ends.
+	context.AfterFunc(ctx, func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.values[client] == v {
 			delete(r.values, client)
 		}
-	}()
+	})
 	return v, nil
 }
 

@@ -198,6 +198,12 @@ func newSimWith(t testing.TB, extra extraPlugins, nodes []*v1.Node, pgs []*sched
 		}
 		return true
 	})
+	// Members a test left waiting at Permit are rejected when it ends,
+	// so their goroutines end with it (TestMain checks for leaks).
+	t.Cleanup(func() {
+		s.f.IterateOverWaitingPods(func(wp fwk.WaitingPod) { wp.Reject("test", "the test ended") })
+		s.wg.Wait()
+	})
 	return s
 }
 
