@@ -587,14 +587,12 @@ func (w *watcher) checkGangs(now time.Time) {
 			since = now
 			w.partialSince[key] = now
 		}
-		// Its own grace: a loss since it was partial-free (attrition), or
-		// a spec change within settle.
-		attrition := !w.groupLoss[key].Before(since.Add(-gangPartialBound))
-		grace := now.Sub(w.groupChanged[key]) < settle
-		judged := !attrition && !grace
-		w.observe("2-gang", key, judged && w.leaderTime())
-		// Attrition exempts it; a spec change pauses its clock.
-		if d := w.t.add("gang/"+key, !attrition, !grace && w.leaderTime(), w.dt); d > gangPartialBound {
+		// Its own grace, until it is whole or empty again: it lost a
+		// member (attrition), or its spec changed (a minMember raised
+		// over what was placed whole), since it was last not partial.
+		exempt := !w.groupLoss[key].Before(since.Add(-gangPartialBound)) || !w.groupChanged[key].Before(since.Add(-gangPartialBound))
+		w.observe("2-gang", key, !exempt && w.leaderTime())
+		if d := w.t.add("gang/"+key, !exempt, w.leaderTime(), w.dt); d > gangPartialBound {
 			sort.Strings(names)
 			w.violate("gang/"+key+"/"+since.String(), "2-gang",
 				fmt.Sprintf("PodGroup %s: %d of minMember %d placed for %.0fs of leader time", key, placed, min, d.Seconds()),
