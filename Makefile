@@ -399,8 +399,8 @@ soak-mutants: envtest-bin scheduler-mutants ## Proof the soak can fail: one shor
 	@for m in $(MUTANTS); do \
 		echo ">> mutant $$m"; \
 		$(BIN)/berth-soak --scheduler $(BIN)/scheduler-mutants --assets $(ENVTEST_DIR) --kwok $(KWOK) --kwok-crds $(KWOK_CRDS) --metrics-server $(METRICS_SERVER) \
-			--minutes $(MUTANT_MINUTES) --nodes $(MUTANT_NODES) --seed 1 --fault-every 15s --drain 1m --mutant $$m --out $(BIN)/soak-mutants/$$m > $(BIN)/soak-mutants/$$m.log 2>&1; \
-		echo "   exit $$?: $$(grep -c '^VIOLATION' $(BIN)/soak-mutants/$$m.log) violations"; \
+			--minutes $(MUTANT_MINUTES) --nodes $(MUTANT_NODES) --seed 1 --fault-every 15s --drain 1m --stop-on-violation --mutant $$m --out $(BIN)/soak-mutants/$$m > $(BIN)/soak-mutants/$$m.log 2>&1 && rc=0 || rc=$$?; \
+		echo "   exit $$rc: $$(grep -c '^VIOLATION' $(BIN)/soak-mutants/$$m.log || true) violations"; \
 	done
 	$(BIN)/berth-soak --mutants-table $(BIN)/soak-mutants $(MUTANTS) | tee $(BIN)/soak-mutants/table.md
 

@@ -52,6 +52,9 @@ type options struct {
 	// reported.
 	maxRSSSlope, maxGoroutineSlope float64
 	leakWindow                     time.Duration
+	// stopOnViolation ends the soak (no drain) at the first violation
+	// (make soak-mutants: a mutant caught needs no more minutes).
+	stopOnViolation bool
 }
 
 func main() {
@@ -73,6 +76,7 @@ func main() {
 	flag.Float64Var(&o.maxRSSSlope, "max-rss-slope", 0, "fail when a replica's RSS grows faster (MiB/min) over a process start of at least --leak-window (0: report only)")
 	flag.Float64Var(&o.maxGoroutineSlope, "max-goroutine-slope", 0, "fail when a replica's goroutines grow faster (/min) over a process start of at least --leak-window (0: report only)")
 	flag.DurationVar(&o.leakWindow, "leak-window", 10*time.Minute, "the shortest process start the leak thresholds judge")
+	flag.BoolVar(&o.stopOnViolation, "stop-on-violation", false, "end at the first violation, without the drain (make soak-mutants)")
 	mutantsTable := flag.String("mutants-table", "", "print the mutants' table from DIR/<mutant>/report.json for the mutants named as arguments, and exit")
 	flag.Parse()
 	if *mutantsTable != "" {

@@ -211,10 +211,20 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	nextFault := time.Now().Add(jitter(faultRNG, o.faultEvery))
 	tick := time.NewTicker(time.Duration(float64(time.Second) / o.opsPerSecond))
 	var opErrors int
+	stopEarly := make(<-chan struct{})
+	if o.stopOnViolation {
+		stopEarly = w.first
+	}
+	stopped := false
 	for done := false; !done; {
 		select {
 		case <-soakCtx.Done():
 			done = true
+		case <-stopEarly:
+			logf("a violation, and --stop-on-violation: ending the soak without the drain")
+			stopped = true
+			cancel()
+			stopEarly = nil
 		case <-tick.C:
 			if kind, err := gen.step(soakCtx); err != nil && soakCtx.Err() == nil {
 				opErrors++
@@ -238,7 +248,11 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	// that was there is a violation.
 	fl.undoAll()
 	logf("heal: faults undone, workload stopped; draining for %s with every invariant on", o.drain)
-	drainCtx, cancelDrain := context.WithTimeout(ctx, o.drain)
+	drain := o.drain
+	if stopped {
+		drain = 0
+	}
+	drainCtx, cancelDrain := context.WithTimeout(ctx, drain)
 	soakCtx = drainCtx
 	loop(500*time.Millisecond, func() { cl.supervise(drainCtx) })
 	loop(5*time.Second, func() { cl.sampleAll(drainCtx, w) })
@@ -253,7 +267,9 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	if ctx.Err() != nil {
 		return nil, errors.New("interrupted")
 	}
-	w.judgeDrained()
+	if !stopped {
+		w.judgeDrained()
+	}
 	cl.judgeExits(w)
 	rep = buildReport(o, gen, fl, w, cl, opErrors)
 	if err := rep.write(o.out); err != nil {

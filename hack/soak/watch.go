@@ -95,6 +95,8 @@ type watcher struct {
 	// violations, and the keys already reported (one report per episode).
 	violations []violation
 	reported   map[string]bool
+	// first is closed at the first violation.
+	first chan struct{}
 	meters     map[string]*meter
 	// lastCheck and dt: the previous check and the seconds since it.
 	lastCheck time.Time
@@ -154,7 +156,7 @@ type usedSample struct {
 
 func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interface) (*watcher, error) {
 	w := &watcher{
-		start: time.Now(), client: c, reported: map[string]bool{}, meters: map[string]*meter{},
+		start: time.Now(), client: c, reported: map[string]bool{}, meters: map[string]*meter{}, first: make(chan struct{}),
 		firstSeen: map[types.UID]time.Time{}, boundAt: map[types.UID]time.Time{},
 		refusals: map[string][]time.Time{}, refusedNodes: map[string]time.Time{},
 		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{},
@@ -245,6 +247,9 @@ func (w *watcher) violate(key, invariant, msg string, objects ...string) {
 		return
 	}
 	w.reported[key] = true
+	if len(w.violations) == 0 {
+		close(w.first)
+	}
 	v := violation{At: w.elapsed(), Invariant: invariant, Message: msg, Objects: objects}
 	w.violations = append(w.violations, v)
 	fmt.Printf("VIOLATION [%s] at %.0fs: %s (%s)\n", invariant, v.At, msg, strings.Join(objects, ", "))
