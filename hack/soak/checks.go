@@ -186,7 +186,7 @@ func (w *watcher) gangFits(pods []*v1.Pod, nodes map[string]*v1.Node, free map[s
 		withSlot[v1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 		placed := false
 		for _, name := range names {
-			if !w.eligible(p, nodes[name], now) || use[name] != nil && portTaken(use[name], p) {
+			if !w.eligible(p, nodes[name], now) || use[name] != nil && (portTaken(use[name], p) || hot(nodes[name], use[name])) {
 				continue
 			}
 			room := free[name]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -96,8 +97,8 @@ type watcher struct {
 	violations []violation
 	reported   map[string]bool
 	// first is closed at the first violation.
-	first chan struct{}
-	meters     map[string]*meter
+	first  chan struct{}
+	meters map[string]*meter
 	// lastCheck and dt: the previous check and the seconds since it.
 	lastCheck time.Time
 	dt        float64
@@ -386,12 +387,29 @@ func podRequests(p *v1.Pod) v1.ResourceList {
 }
 
 // nodeUse is what the kubelet of a node counts: requests of its active
-// pods, their number and their host ports.
+// pods, their number and their host ports; and the CPU they use, as KWOK's
+// kubelet reports it (a pod's usage annotation, 1m without one).
 type nodeUse struct {
-	req   v1.ResourceList
-	pods  int
-	ports map[string][]string
-	names []string
+	req      v1.ResourceList
+	pods     int
+	ports    map[string][]string
+	names    []string
+	cpuUsage int64 // millicores
+}
+
+// hotShare: a node whose pods use more than this share of its CPU may be
+// one LoadAware's filter (threshold 80 %, on metrics-server's samples,
+// which lag) rejects: the liveness oracles do not count it as fitting.
+const hotShare = 0.6
+
+// podCPUUsage is what KWOK's kubelet reports a pod uses, in millicores.
+func podCPUUsage(p *v1.Pod) int64 {
+	if a, ok := p.Annotations[sandbox.UsageCPUAnnotation]; ok {
+		if q, err := resource.ParseQuantity(a); err == nil {
+			return q.MilliValue()
+		}
+	}
+	return 1
 }
 
 func (w *watcher) usage() map[string]*nodeUse {
@@ -407,6 +425,7 @@ func (w *watcher) usage() map[string]*nodeUse {
 			use[p.Spec.NodeName] = u
 		}
 		addTo(u.req, podRequests(p))
+		u.cpuUsage += podCPUUsage(p)
 		u.pods++
 		u.names = append(u.names, p.Namespace+"/"+p.Name)
 		for _, k := range hostPorts(p) {
@@ -512,7 +531,7 @@ func (w *watcher) withNominated(use map[string]*nodeUse) map[string]*nodeUse {
 		}
 		u := &nodeUse{req: v1.ResourceList{}, ports: map[string][]string{}}
 		if cur := out[n]; cur != nil {
-			u.req, u.pods, u.ports = cur.req.DeepCopy(), cur.pods, cur.ports
+			u.req, u.pods, u.ports, u.cpuUsage = cur.req.DeepCopy(), cur.pods, cur.ports, cur.cpuUsage
 		}
 		addTo(u.req, podRequests(p))
 		u.pods++
@@ -718,6 +737,12 @@ func (w *watcher) room(n *v1.Node, u *nodeUse) (v1.ResourceList, int64) {
 	return free, pods
 }
 
+// hot: the node's pods use more than hotShare of its CPU.
+func hot(n *v1.Node, u *nodeUse) bool {
+	alloc := n.Status.Allocatable[v1.ResourceCPU]
+	return alloc.MilliValue() > 0 && float64(u.cpuUsage) > hotShare*float64(alloc.MilliValue())
+}
+
 // portTaken: a host port p asks for is held on the node.
 func portTaken(u *nodeUse, p *v1.Pod) bool {
 	for _, hp := range hostPorts(p) {
@@ -736,7 +761,7 @@ func (w *watcher) nodeWithRoom(p *v1.Pod, req v1.ResourceList, nodes map[string]
 		if !w.eligible(p, n, now) {
 			continue
 		}
-		if u := use[name]; u != nil && portTaken(u, p) {
+		if u := use[name]; u != nil && (portTaken(u, p) || hot(n, u)) {
 			continue
 		}
 		free, pods := w.room(n, use[name])

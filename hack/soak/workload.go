@@ -179,6 +179,12 @@ func (g *generator) podTemplate(labels map[string]string, restart v1.RestartPoli
 		req[gpuResource] = resource.MustParse("1")
 	}
 	annotations := map[string]string{}
+	if g.chance(0.05) {
+		// It burns twice what it requests (KWOK's kubelet reports the
+		// annotation as its usage): LoadAware's filter turns nodes it
+		// heats away.
+		annotations[sandbox.UsageCPUAnnotation] = resource.NewMilliQuantity(2*cpu, resource.DecimalSI).String()
+	}
 	if g.chance(0.05) && g.explainAsks < 1<<30 {
 		annotations[explain.AnnotationRequest] = "true"
 		g.explainAsks++
