@@ -243,9 +243,15 @@ func printMutantsTable(dir string, mutants []string) int {
 		}
 		sort.Strings(firsts)
 		caught := "**missed**"
-		if len(r.Violations) > 0 {
+		switch {
+		case m == "none" && len(r.Violations) == 0:
+			caught = "clean (the control: no fault planted)"
+		case m == "none":
+			caught = "**the control failed**: a violation with no fault planted"
+			rc = 1
+		case len(r.Violations) > 0:
 			caught = "yes"
-		} else {
+		default:
 			rc = 1
 		}
 		fmt.Printf("| %s | %s | %s | %d |\n", m, caught, strings.Join(firsts, "; "), len(r.Violations))
