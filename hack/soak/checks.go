@@ -288,6 +288,13 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 	}
 	q := w.quotaOf(victim.Namespace)
 	reclaim := victim.Namespace != preemptor.Namespace && q != nil && w.quotaOf(preemptor.Namespace) != nil
+	if reclaim && leavingBefore(victim, ev.at) {
+		// Already being deleted (its Job or ReplicaSet gone) before the
+		// preemption: its room was leaving anyway, and ElasticQuota's
+		// rule takes such a pod without counting it against its
+		// namespace's min.
+		return
+	}
 	if !reclaim {
 		if vp >= pp {
 			w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s (priority %d) evicted for %s (priority %d)", vid, vp, pid, pp), "pod "+vid, "pod "+pid)
@@ -337,6 +344,23 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 	}
 	w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s of namespace %s evicted to reclaim for %s, but %s used %s, not above its min %s in a resource %s asks for (%s)",
 		vid, victim.Namespace, pid, victim.Namespace, resources(before), resources(q.Spec.Min), pid, resources(podRequests(preemptor))), "pod "+vid, "pod "+pid, "elasticquota "+q.Namespace+"/"+q.Name)
+}
+
+// leavingBefore: p's deletion was requested more than 2 s before at (its
+// deletionTimestamp less its grace period).
+func leavingBefore(p *v1.Pod, at time.Time) bool {
+	if p.DeletionTimestamp == nil {
+		return false
+	}
+	requested := p.DeletionTimestamp.Add(-time.Duration(ptrDeref(p.DeletionGracePeriodSeconds)) * time.Second)
+	return requested.Before(at.Add(-2 * time.Second))
+}
+
+func ptrDeref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // evictionWindow: evictions this close together may be one preemption's.
@@ -425,33 +449,42 @@ func (w *watcher) nonLeaderScheduled(name string, prev, last sample) {
 	}
 }
 
-// judgeDrained is the verdict after the drain: a pod or gang that has
-// waited at least drainJudged of leader time in a state a bound applies to
-// (a node fits it, its quota's min has room with reclaim, its gang fits
-// whole) is a violation, whether or not its bound has passed: with every
-// fault healed and no new work, nothing is left to wait for.
+// judgeDrained is the verdict after the drain: a pod a node fits (4, an
+// exact oracle) or a partial gang (2) that has waited at least drainJudged
+// of leader time is a violation, whether or not its bound has passed: with
+// every fault healed and no new work, nothing is left to wait for. The
+// oracles that are upper bounds (3's reclaim room, per node; 2's whole-gang
+// first fit) are judged by their own bounds only, which the drain outlasts.
 func (w *watcher) judgeDrained() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for key, x := range w.t.m {
 		d := x.d
-		inv := ""
+		inv, what := "", key
 		switch {
 		case strings.HasPrefix(key, "live/"):
 			inv = "4-liveness"
-		case strings.HasPrefix(key, "min/"):
-			inv = "3-quota"
-		case strings.HasPrefix(key, "gang-live/"):
-			inv = "2-gang"
+			what = "pod " + w.podName(types.UID(strings.TrimPrefix(key, "live/")))
 		case strings.HasPrefix(key, "gang/"):
 			inv = "2-gang"
+			what = "partial PodGroup " + strings.TrimPrefix(key, "gang/")
 		default:
 			continue
 		}
 		if d >= drainJudged {
-			w.violate("drained/"+key, inv, fmt.Sprintf("%s still waiting at the end of the drain after %.0fs of leader time in which it could have been placed", key, d.Seconds()), key)
+			w.violate("drained/"+key, inv, fmt.Sprintf("%s still waiting at the end of the drain after %.0fs of leader time in which it could have been placed", what, d.Seconds()), what)
 		}
 	}
+}
+
+// podName is a pod's namespace/name by UID ("uid <uid>" if gone).
+func (w *watcher) podName(uid types.UID) string {
+	for _, o := range w.pods.List() {
+		if p := o.(*v1.Pod); p.UID == uid {
+			return p.Namespace + "/" + p.Name
+		}
+	}
+	return "uid " + string(uid)
 }
 
 // drainJudged: see judgeDrained.
