@@ -107,11 +107,18 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 	hold := time.Duration(10+f.rng.IntN(21)) * time.Second
 	reason := []string{sandbox.ReasonUnexpectedAdmissionError, sandbox.ReasonOutOfCPU}[f.rng.IntN(2)]
 	c := f.cl.c
-	switch kind {
-	case "leader-kill":
+	// leader is the replica a leader fault acts on (nil, logged, if none).
+	leader := func() *replica {
 		r := f.cl.leader(ctx)
 		if r == nil {
-			logf("fault leader-kill: no leader now")
+			logf("fault %s: no leader now", kind)
+		}
+		return r
+	}
+	switch kind {
+	case "leader-kill":
+		r := leader()
+		if r == nil {
 			return nil
 		}
 		logf("fault leader-kill: SIGKILL %s", r.name)
@@ -119,9 +126,8 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 	case "leader-pause":
 		// SIGSTOP, then SIGCONT once its lease has expired (15 s) and
 		// another replica may lead: it wakes with bindings in flight.
-		r := f.cl.leader(ctx)
+		r := leader()
 		if r == nil {
-			logf("fault leader-pause: no leader now")
 			return nil
 		}
 		pause := hold + 10*time.Second
@@ -140,10 +146,10 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 	case "leader-partition":
 		// The leader's path to the API server holds every byte for
 		// longer than its renew deadline (10 s): a partition that delays
-		// instead of resetting; the held requests arrive late.
-		r := f.cl.leader(ctx)
+		// instead of resetting. The leader gives up its lease and exits;
+		// what it sent meanwhile is dropped with its connections.
+		r := leader()
 		if r == nil {
-			logf("fault leader-partition: no leader now")
 			return nil
 		}
 		delay := hold + 5*time.Second

@@ -352,12 +352,23 @@ func (g *generator) createStatefulSet(ctx context.Context) error {
 }
 
 func (g *generator) deleteStatefulSet(ctx context.Context) error {
-	ns, name, i := g.choose(g.statefulSets)
+	return g.deleteOne(ctx, &g.statefulSets, func(ns string) deleter { return g.c.AppsV1().StatefulSets(ns) })
+}
+
+// deleter is a typed client's Delete.
+type deleter interface {
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// deleteOne deletes a random object of list (its owned pods in the
+// background) and forgets it.
+func (g *generator) deleteOne(ctx context.Context, list *[]string, client func(ns string) deleter) error {
+	ns, name, i := g.choose(*list)
 	if name == "" {
 		return nil
 	}
-	g.statefulSets = remove(g.statefulSets, i)
-	return ignoreNotFound(g.c.AppsV1().StatefulSets(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
+	*list = remove(*list, i)
+	return ignoreNotFound(client(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
 }
 
 // createGated is a bare pod with a scheduling gate, which ungate lifts a
@@ -387,12 +398,7 @@ func (g *generator) ungate(ctx context.Context) error {
 
 // deleteBare deletes an ungated pod.
 func (g *generator) deleteBare(ctx context.Context) error {
-	ns, name, i := g.choose(g.bare)
-	if name == "" {
-		return nil
-	}
-	g.bare = remove(g.bare, i)
-	return ignoreNotFound(g.c.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))
+	return g.deleteOne(ctx, &g.bare, func(ns string) deleter { return g.c.CoreV1().Pods(ns) })
 }
 
 func (g *generator) jobFor(ns, name string, parallelism int32, labels map[string]string) *batchv1.Job {
@@ -504,21 +510,11 @@ func (g *generator) restartDeployment(ctx context.Context) error {
 }
 
 func (g *generator) deleteDeployment(ctx context.Context) error {
-	ns, name, i := g.choose(g.deployments)
-	if name == "" {
-		return nil
-	}
-	g.deployments = remove(g.deployments, i)
-	return ignoreNotFound(g.c.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
+	return g.deleteOne(ctx, &g.deployments, func(ns string) deleter { return g.c.AppsV1().Deployments(ns) })
 }
 
 func (g *generator) deleteJob(ctx context.Context) error {
-	ns, name, i := g.choose(g.jobs)
-	if name == "" {
-		return nil
-	}
-	g.jobs = remove(g.jobs, i)
-	return ignoreNotFound(g.c.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}))
+	return g.deleteOne(ctx, &g.jobs, func(ns string) deleter { return g.c.BatchV1().Jobs(ns) })
 }
 
 // editQuota changes a team's min and max (or deletes its quota, which is
