@@ -942,7 +942,10 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 		// the minute before its attempt), and a bound pod's names the
 		// node it is bound to.
 		if p.Annotations[explain.AnnotationRequest] == "true" {
-			if cond := scheduledCondition(p); cond != nil {
+			// A pod held before the queue (a scheduling gate, a
+			// PreEnqueue plugin: PodScheduled False, SchedulingGated) has
+			// had no scheduling cycle to explain.
+			if cond := scheduledCondition(p); cond != nil && cond.Reason != v1.PodReasonSchedulingGated {
 				judged := !overBudget(cond.LastTransitionTime.Time, p.Namespace)
 				w.observe("6-explain", uid, judged && lt)
 				r := explained(p)
