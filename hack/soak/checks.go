@@ -51,7 +51,8 @@ func (w *watcher) checkQuotaStatus(now time.Time) {
 				addTo(pending, only(podRequests(p), names))
 			}
 		}
-		hist := append(w.usedHistory[ns], usedSample{at: now, used: bound})
+		w.usedHistory[ns] = append(w.usedHistory[ns], usedSample{at: now, used: bound})
+		hist := w.usedHistory[ns]
 		for len(hist) > 0 && now.Sub(hist[0].at) > statusBound {
 			hist = hist[1:]
 		}
@@ -460,7 +461,7 @@ func (w *watcher) judgeDrained() {
 	defer w.mu.Unlock()
 	for key, x := range w.t.m {
 		d := x.d
-		inv, what := "", key
+		var inv, what string
 		switch {
 		case strings.HasPrefix(key, "live/"):
 			inv = "4-liveness"

@@ -296,16 +296,16 @@ func (g *generator) createDeployment(ctx context.Context) error {
 		},
 	}
 	spec := &d.Spec.Template.Spec
-	switch {
-	case g.chance(0.05):
+	switch r := g.rng.Float64(); {
+	case r < 0.05:
 		// A host port: one replica per node at most.
 		spec.Containers[0].Ports = []v1.ContainerPort{{ContainerPort: 8080, HostPort: int32(8000 + g.pick(4)), Protocol: v1.ProtocolTCP}}
-	case g.chance(0.05):
+	case r < 0.10:
 		// Required anti-affinity with its own replicas.
 		spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, TopologyKey: v1.LabelHostname,
 		}}}}
-	case g.chance(0.1):
+	case r < 0.20:
 		// Preferred affinity to spot nodes.
 		spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []v1.PreferredSchedulingTerm{{
 			Weight: 50, Preference: v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "lifecycle", Operator: v1.NodeSelectorOpIn, Values: []string{"spot"}}}},
