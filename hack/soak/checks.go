@@ -20,9 +20,9 @@ import (
 
 // 3c. Each ElasticQuota's status.used (the resources its min or max names)
 // stays within what its namespace's pods account for, as the plugin counts
-// them: at least the requests of the active pods as one of the checks of
-// the last statusBound saw them, at most the most seen plus every pending
-// pod's (the plugin counts the pods it reserved, which wait at Permit or
+// them: at least the requests of the active pods not being deleted as one
+// of the checks of the last statusBound saw them, at most the most seen of
+// all active pods plus every pending pod's (the plugin counts the pods it reserved, which wait at Permit or
 // bind in flight). A status outside that range for statusBound of leader
 // time is usage counted wrong (a pod counted twice, or never released).
 func (w *watcher) checkQuotaStatus(now time.Time) {
@@ -40,18 +40,24 @@ func (w *watcher) checkQuotaStatus(now time.Time) {
 		for r := range q.Spec.Max {
 			names[r] = true
 		}
-		bound, pending := v1.ResourceList{}, v1.ResourceList{}
+		// staying: active pods not being deleted (the plugin may already
+		// have let a leaving pod go: a preemption's victim past its grace);
+		// bound: every active pod; pending: pods it may hold reserved.
+		staying, bound, pending := v1.ResourceList{}, v1.ResourceList{}, v1.ResourceList{}
 		objs, _ := w.pods.ByIndex(cache.NamespaceIndex, ns)
 		for _, o := range objs {
 			p := o.(*v1.Pod)
 			switch {
 			case active(p):
 				addTo(bound, only(podRequests(p), names))
+				if p.DeletionTimestamp == nil {
+					addTo(staying, only(podRequests(p), names))
+				}
 			case p.Spec.NodeName == "" && !terminal(p) && len(p.Spec.SchedulingGates) == 0:
 				addTo(pending, only(podRequests(p), names))
 			}
 		}
-		w.usedHistory[ns] = append(w.usedHistory[ns], usedSample{at: now, used: bound})
+		w.usedHistory[ns] = append(w.usedHistory[ns], usedSample{at: now, used: staying, all: bound})
 		hist := w.usedHistory[ns]
 		for len(hist) > 0 && now.Sub(hist[0].at) > statusBound {
 			hist = hist[1:]
@@ -60,12 +66,12 @@ func (w *watcher) checkQuotaStatus(now time.Time) {
 		low, high := v1.ResourceList{}, v1.ResourceList{}
 		for r := range names {
 			for i, h := range hist {
-				x := h.used[r]
+				x, y := h.used[r], h.all[r]
 				if l := low[r]; i == 0 || x.Cmp(l) < 0 {
 					low[r] = x.DeepCopy()
 				}
-				if hi := high[r]; i == 0 || x.Cmp(hi) > 0 {
-					high[r] = x.DeepCopy()
+				if hi := high[r]; i == 0 || y.Cmp(hi) > 0 {
+					high[r] = y.DeepCopy()
 				}
 			}
 			hi := high[r]
@@ -427,11 +433,18 @@ func (w *watcher) blockingPDB(p *v1.Pod) string {
 	return ""
 }
 
+// nonLeaderGrace: how long after it last led a replica may still finish
+// what it had in flight.
+const nonLeaderGrace = 15 * time.Second
+
 // nonLeaderScheduled: 9. A replica that does not lead schedules nothing
 // (upstream runs scheduling cycles only under the lease): its attempts
 // count grew between two samples in which it did not lead.
-func (w *watcher) nonLeaderScheduled(name string, prev, last sample) {
-	if prev.Start != last.Start || prev.Leader || last.Leader {
+func (w *watcher) nonLeaderScheduled(name string, prev, last sample, ledUntil float64) {
+	// A replica that just lost its lease finishes the cycles and bindings
+	// it had in flight before it exits (upstream's, seen at 1,000 nodes):
+	// judged from nonLeaderGrace after it last led.
+	if prev.Start != last.Start || prev.Leader || last.Leader || prev.At-ledUntil < nonLeaderGrace.Seconds() {
 		return
 	}
 	w.mu.Lock()

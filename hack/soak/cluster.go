@@ -58,6 +58,9 @@ type replica struct {
 	killed bool
 	// paused: SIGSTOPped by the leader-pause fault.
 	paused bool
+	// ledUntil: the time (seconds since the start) of its last sample as
+	// the leader, of any process start (-inf before).
+	ledUntil float64
 }
 
 func (r *replica) pause() error {

@@ -343,9 +343,13 @@ func (cl *cluster) sampleAll(ctx context.Context, w *watcher) {
 			prev = &r.samples[n-1]
 		}
 		r.samples = append(r.samples, s)
+		if s.Leader {
+			r.ledUntil = s.At
+		}
+		ledUntil := r.ledUntil
 		r.mu.Unlock()
 		if prev != nil {
-			w.nonLeaderScheduled(r.name, *prev, s)
+			w.nonLeaderScheduled(r.name, *prev, s, ledUntil)
 		}
 	}
 }

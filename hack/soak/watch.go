@@ -151,8 +151,9 @@ type gonePod struct {
 }
 
 type usedSample struct {
-	at   time.Time
-	used v1.ResourceList
+	at time.Time
+	// used: active pods not being deleted; all: every active pod.
+	used, all v1.ResourceList
 }
 
 func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interface) (*watcher, error) {

@@ -359,6 +359,12 @@ func (pl *ConfirmBinder) Bind(ctx context.Context, state fwk.CycleState, pod *v1
 	default:
 		confirmations.WithLabelValues(resultFit).Inc()
 	}
+	// A process that stood still during the confirmation (paused between
+	// its reads and now) holds a confirmation as stale as its cache.
+	if fenced, why := pl.fence.Fenced(); fenced {
+		pl.fence.Refused(Name)
+		return fwk.AsStatus(fmt.Errorf("ConfirmBinder: not binding on a confirmation older than a pause: %s", why))
+	}
 	return pl.binder.Bind(ctx, state, pod, nodeName)
 }
 

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -44,5 +46,27 @@ func TestAProcessThatStoodStillConfirmsEveryBinding(t *testing.T) {
 	}
 	if n := countActions(client, "list", "pods"); n != 0 {
 		t.Errorf("a roomy node was confirmed with the fence lifted: %d LISTs", n)
+	}
+}
+
+// A pause that falls between the confirmation's reads and the Binding (the
+// soak's 1,000-node run overcommitted two nodes as a paused leader woke)
+// leaves a confirmation as stale as the cache: the binding is refused.
+func TestAPauseDuringTheConfirmationRefusesTheBinding(t *testing.T) {
+	pod := st.MakePod().Namespace("ns").Name("big").UID("big").Container("c").Req(map[v1.ResourceName]string{"cpu": "3700m"}).Obj()
+	pl, client, _ := newTestPlugin(t, nil, pod, liveNode())
+	c := clocktesting.NewFakeClock(time.Now())
+	pl.fence = leadership.NewFence(c)
+	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		c.Step(25 * time.Second) // SIGSTOP ... SIGCONT while the LIST is answered
+		return false, nil, nil
+	})
+	if s := bind(t, pl, pod); s.IsSuccess() {
+		t.Fatal("bound on a confirmation taken before a pause")
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "create" && a.GetSubresource() == "binding" {
+			t.Errorf("a Binding was sent: %v", a)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -27,6 +28,12 @@ func TestPreBindWaitsAfterTheProcessStoodStill(t *testing.T) {
 	pl.fence = leadership.NewFence(c)
 	ctx := context.Background()
 	p := pod("a", "p", "1", 0, "")
+	// The quota informer syncs on its own (newTestPlugin waits for pods).
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return pl.shared.mgr.hasQuota("a"), nil
+	}); err != nil {
+		t.Fatal("the quota of namespace a never reached the plugin")
+	}
 
 	if _, s := pl.PreBindPreFlight(ctx, nil, pod("free", "q", "1", 0, ""), "n1"); !s.IsSkip() {
 		t.Errorf("PreBindPreFlight of a pod without a quota: %v, want Skip", s)
