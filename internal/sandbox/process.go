@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // Process is a program the sandbox runs (bin/scheduler, metrics-server), as
@@ -103,6 +104,17 @@ func (p *Process) Stop() { p.signal(syscall.SIGTERM) }
 // Kill ends the process with SIGKILL, as a crash or an OOM kill would, and
 // waits for it. Stop after Kill does nothing.
 func (p *Process) Kill() { p.signal(syscall.SIGKILL) }
+
+// StopWithin sends SIGTERM and, if the process has not exited within
+// grace, SIGKILL; it waits for the exit.
+func (p *Process) StopWithin(grace time.Duration) {
+	if p.stopped {
+		return
+	}
+	t := time.AfterFunc(grace, func() { _ = p.cmd.Process.Signal(syscall.SIGKILL) })
+	defer t.Stop()
+	p.signal(syscall.SIGTERM)
+}
 
 func (p *Process) signal(sig syscall.Signal) {
 	if p.stopped {

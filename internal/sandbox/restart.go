@@ -65,21 +65,27 @@ func (e *ControlPlane) restart(ctx context.Context, name, marker string, mine **
 	var argv []string
 	if *mine != nil {
 		argv = append([]string{(*mine).cmd.Path}, (*mine).cmd.Args[1:]...)
-		(*mine).Stop()
+		(*mine).StopWithin(30 * time.Second)
 	} else {
 		pid, cmdline, err := findProcess(name, marker)
 		if err != nil {
 			return err
 		}
 		argv = cmdline
+		gone := func(context.Context) (bool, error) {
+			_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+			return os.IsNotExist(err), nil
+		}
 		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 			return fmt.Errorf("stopping %s (pid %d): %w", name, pid, err)
 		}
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
-			return os.IsNotExist(err), nil
-		}); err != nil {
-			return fmt.Errorf("%s (pid %d) did not stop: %w", name, pid, err)
+		// A loaded API server drains its watches for minutes: after 30 s
+		// it is killed, as a kubelet kills a container past its grace.
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, gone); err != nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, gone); err != nil {
+				return fmt.Errorf("%s (pid %d) did not stop, even killed: %w", name, pid, err)
+			}
 		}
 	}
 	logFile, err := os.OpenFile(filepath.Join(e.Dir, name+"-restarted.log"), os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644)
