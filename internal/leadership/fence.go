@@ -24,6 +24,10 @@ import (
 // run yet) and for FenceHold after a beat that found such a gap, long enough
 // for the elector to renew the lease (still the leader: bindings resume)
 // or give it up (the process exits).
+//
+// Time is the monotonic clock's: a wall-clock step (NTP) neither fences
+// nor prolongs a hold, and a machine suspended whole (a laptop) does not
+// count as standing still (its monotonic clock stops too).
 var (
 	FenceBeat = 250 * time.Millisecond
 	FenceGap  = 5 * time.Second
@@ -34,20 +38,25 @@ var (
 // Fence tells a binding path whether this process may have stood still.
 type Fence struct {
 	clock clock.WithTicker
-	// last beat and the end of the hold, UnixNano (0: none).
-	last, until atomic.Int64
-	// stood is how long the last gap lasted, for the message.
-	stood atomic.Int64
+
+	mu sync.Mutex
+	// last beat, the end of the hold, how long the last gap lasted, and
+	// how many gaps were seen.
+	last, until time.Time
+	stood       time.Duration
+	gaps        uint64
 }
 
 var (
 	processFence *Fence
 	fenceOnce    sync.Once
+	// disabled: fences never hold (DisableFence).
+	disabled atomic.Bool
 
 	fencedBindings = k8smetrics.NewCounterVec(&k8smetrics.CounterOpts{
 		Name:           "berth_fenced_bindings_total",
 		StabilityLevel: k8smetrics.ALPHA,
-		Help:           "Bindings a plugin refused because this scheduler process had stood still (paused or starved) longer than the fence allows, by plugin; the pods are retried.",
+		Help:           "Bindings a plugin refused or confirmed against the API because this scheduler process had stood still (paused or starved) longer than the fence allows, by plugin; refused pods are retried.",
 	}, []string{"plugin"})
 )
 
@@ -63,11 +72,14 @@ func ProcessFence() *Fence {
 	return processFence
 }
 
+// DisableFence turns every fence off for the process: a scheduler that
+// binds nothing for real and leads nothing (kubectl berth simulate) must not
+// stall when its terminal is suspended.
+func DisableFence() { disabled.Store(true) }
+
 // NewFence returns a fence that beats only when Beat is called (tests).
 func NewFence(c clock.WithTicker) *Fence {
-	f := &Fence{clock: c}
-	f.last.Store(c.Now().UnixNano())
-	return f
+	return &Fence{clock: c, last: c.Now()}
 }
 
 func (f *Fence) run() {
@@ -79,25 +91,49 @@ func (f *Fence) run() {
 }
 
 // Beat records that the process runs; a beat after a gap holds the fence.
+// The hold is set before the beat is, under one lock: a binding that asks
+// in between cannot see a fresh beat without the hold.
 func (f *Fence) Beat() {
 	now := f.clock.Now()
-	if gap := now.Sub(time.Unix(0, f.last.Swap(now.UnixNano()))); gap > FenceGap {
-		f.stood.Store(int64(gap))
-		f.until.Store(now.Add(FenceHold).UnixNano())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gap := now.Sub(f.last); gap > FenceGap {
+		f.stood, f.until = gap, now.Add(FenceHold)
+		f.gaps++
 	}
+	f.last = now
 }
 
-// Refused counts a binding plugin refused while fenced.
+// Refused counts a binding a plugin refused (or confirmed) while fenced.
 func (f *Fence) Refused(plugin string) { fencedBindings.WithLabelValues(plugin).Inc() }
 
 // Fenced reports whether a binding must wait, and why.
 func (f *Fence) Fenced() (bool, string) {
+	if disabled.Load() {
+		return false, ""
+	}
 	now := f.clock.Now()
-	if gap := now.Sub(time.Unix(0, f.last.Load())); gap > FenceGap {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gap := now.Sub(f.last); gap > FenceGap {
 		return true, fmt.Sprintf("this scheduler stood still for %s (paused or starved) and may have decided on a stale view; binding waits until its lease is confirmed", gap.Round(time.Second))
 	}
-	if until := f.until.Load(); until != 0 && now.UnixNano() < until {
-		return true, fmt.Sprintf("this scheduler stood still for %s (paused or starved) and may have decided on a stale view; binding waits %s for its lease to be confirmed", time.Duration(f.stood.Load()).Round(time.Second), time.Unix(0, until).Sub(now).Round(time.Second))
+	if now.Before(f.until) {
+		return true, fmt.Sprintf("this scheduler stood still for %s (paused or starved) and may have decided on a stale view; binding waits %s for its lease to be confirmed", f.stood.Round(time.Second), f.until.Sub(now).Round(time.Second))
 	}
 	return false, ""
+}
+
+// Epoch counts the gaps seen so far, and stale says whether the process is
+// standing still now (its last beat is older than FenceGap): a reading
+// taken before work and compared after it tells whether the process stood
+// still during it.
+func (f *Fence) Epoch() (gaps uint64, stale bool) {
+	if disabled.Load() {
+		return 0, false
+	}
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gaps, now.Sub(f.last) > FenceGap
 }

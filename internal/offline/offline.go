@@ -35,6 +35,7 @@ import (
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // Berth's plugin args in the config scheme
 	"github.com/berth-scheduler/berth/internal/crd"
 	"github.com/berth-scheduler/berth/internal/fakeapi"
+	"github.com/berth-scheduler/berth/internal/leadership"
 	crdfake "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/fake"
 	"github.com/berth-scheduler/berth/pkg/plugins/coscheduling"
 	"github.com/berth-scheduler/berth/pkg/plugins/elasticquota"
@@ -155,11 +156,14 @@ type Scheduler struct {
 //
 // It turns client-go's WatchListClient off for the process: the in-memory
 // clients never send watch-list's initial-events bookmark, so the plugins'
-// informers would wait out their sync timeout and fail.
+// informers would wait out their sync timeout and fail. It turns the
+// leadership fence off too: an offline scheduler leads nothing, and a
+// terminal suspended mid-run (Ctrl-Z) must not make its bindings fail.
 func Build(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, c *Clients) (*Scheduler, error) {
 	if err := utilfeature.DefaultMutableFeatureGate.Set("WatchListClient=false"); err != nil {
 		return nil, err
 	}
+	leadership.DisableFence()
 	informerFactory := scheduler.NewInformerFactory(c.Kube, 0, nil)
 	dynInformerFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.Dynamic, 0, corev1.NamespaceAll, nil)
 	broadcaster := events.NewEventBroadcasterAdapterWithContext(ctx, c.Kube)

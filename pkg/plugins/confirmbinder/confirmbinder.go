@@ -303,10 +303,12 @@ func (pl *ConfirmBinder) Bind(ctx context.Context, state fwk.CycleState, pod *v1
 			confirm = s.confirm
 		}
 	}
+	// A process that stood still (paused past its lease, starved) decided
+	// on a view that may be stale: confirm whatever Reserve said
+	// (leadership.Fence), and use the confirmation only if the process did
+	// not stand still again while it was taken.
+	epoch, _ := pl.fence.Epoch()
 	if !confirm {
-		// A process that stood still (paused past its lease, starved)
-		// decided on a view that may be stale: confirm whatever Reserve
-		// said (leadership.Fence).
 		if fenced, why := pl.fence.Fenced(); fenced {
 			pl.fence.Refused(Name)
 			klog.FromContext(ctx).V(2).Info("ConfirmBinder: confirming a binding Reserve found roomy", "pod", klog.KObj(pod), "node", nodeName, "reason", why)
@@ -361,9 +363,9 @@ func (pl *ConfirmBinder) Bind(ctx context.Context, state fwk.CycleState, pod *v1
 	}
 	// A process that stood still during the confirmation (paused between
 	// its reads and now) holds a confirmation as stale as its cache.
-	if fenced, why := pl.fence.Fenced(); fenced {
+	if now, stale := pl.fence.Epoch(); stale || now != epoch {
 		pl.fence.Refused(Name)
-		return fwk.AsStatus(fmt.Errorf("ConfirmBinder: not binding on a confirmation older than a pause: %s", why))
+		return fwk.AsStatus(fmt.Errorf("ConfirmBinder: not binding on node %s: this scheduler stood still after confirming it; the pod is retried", nodeName))
 	}
 	return pl.binder.Bind(ctx, state, pod, nodeName)
 }

@@ -430,21 +430,32 @@ func (pl *ElasticQuota) Unreserve(_ context.Context, state fwk.CycleState, p *v1
 	pl.shared.mgr.unassume(p, state.IsPodGroupSchedulingCycle())
 }
 
-// PreBindPreFlight: PreBind has work only for a pod of a namespace with a
-// quota.
-func (pl *ElasticQuota) PreBindPreFlight(_ context.Context, _ fwk.CycleState, p *v1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
-	if !pl.shared.mgr.hasQuota(p.Namespace) {
-		return nil, fwk.NewStatus(fwk.Skip)
+// PreBindPreFlight refuses the binding of a quota namespace's pod while
+// this process may have stood still (leadership.Fence): a leader paused past
+// its lease wakes with the quota usage it had, while another replica may
+// have bound the namespace's room meanwhile. It runs before every plugin's
+// PreBind (so before VolumeBinding or DynamicResources write anything) and
+// otherwise returns Skip: no nomination is written for a binding ElasticQuota
+// has nothing to do with. The pod is retried once the process's lease is
+// confirmed (or by the replica that leads).
+func (pl *ElasticQuota) PreBindPreFlight(ctx context.Context, _ fwk.CycleState, p *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if s := pl.fenced(ctx, p, nodeName); s != nil {
+		return nil, s
 	}
-	return nil, nil
+	return nil, fwk.NewStatus(fwk.Skip)
 }
 
-// PreBind refuses the binding while this process may have stood still
-// (leadership.Fence): a leader paused past its lease wakes with the quota
-// usage it had, while another replica may have bound the namespace's room
-// meanwhile. The pod is retried once the process's lease is confirmed
-// (or another replica, which leads, places it).
+// PreBind is the same check where the scheduler runs no PreBindPreFlight
+// (NominatedNodeNameForExpectation off).
 func (pl *ElasticQuota) PreBind(ctx context.Context, _ fwk.CycleState, p *v1.Pod, nodeName string) *fwk.Status {
+	return pl.fenced(ctx, p, nodeName)
+}
+
+// fenced is an Error for a quota namespace's pod while the fence holds.
+func (pl *ElasticQuota) fenced(ctx context.Context, p *v1.Pod, nodeName string) *fwk.Status {
+	if !pl.shared.mgr.hasQuota(p.Namespace) {
+		return nil
+	}
 	if fenced, why := pl.fence.Fenced(); fenced {
 		pl.fence.Refused(Name)
 		klog.FromContext(ctx).V(2).Info("ElasticQuota: binding refused", "pod", klog.KObj(p), "node", nodeName, "reason", why)

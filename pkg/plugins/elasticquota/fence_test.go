@@ -35,19 +35,26 @@ func TestPreBindWaitsAfterTheProcessStoodStill(t *testing.T) {
 		t.Fatal("the quota of namespace a never reached the plugin")
 	}
 
-	if _, s := pl.PreBindPreFlight(ctx, nil, pod("free", "q", "1", 0, ""), "n1"); !s.IsSkip() {
-		t.Errorf("PreBindPreFlight of a pod without a quota: %v, want Skip", s)
-	}
-	if _, s := pl.PreBindPreFlight(ctx, nil, p, "n1"); !s.IsSuccess() {
-		t.Fatalf("PreBindPreFlight of a quota namespace's pod: %v, want Success", s)
-	}
-	if s := pl.PreBind(ctx, nil, p, "n1"); !s.IsSuccess() {
-		t.Fatalf("PreBind of a running process: %v", s)
+	// Unfenced, PreBindPreFlight skips (no nomination written for it).
+	for _, q := range []*v1.Pod{p, pod("free", "q", "1", 0, "")} {
+		if _, s := pl.PreBindPreFlight(ctx, nil, q, "n1"); !s.IsSkip() {
+			t.Errorf("PreBindPreFlight of %s in a running process: %v, want Skip", q.Name, s)
+		}
+		if s := pl.PreBind(ctx, nil, q, "n1"); !s.IsSuccess() {
+			t.Fatalf("PreBind of %s in a running process: %v", q.Name, s)
+		}
 	}
 	c.Step(25 * time.Second) // SIGSTOP ... SIGCONT
-	s := pl.PreBind(ctx, nil, p, "n1")
-	if s.Code() != fwk.Error || !strings.Contains(s.Message(), "stood still for 25s") {
-		t.Fatalf("PreBind on waking: %v, want an Error saying the process stood still", s)
+	for name, s := range map[string]*fwk.Status{
+		"PreBindPreFlight": func() *fwk.Status { _, s := pl.PreBindPreFlight(ctx, nil, p, "n1"); return s }(),
+		"PreBind":          pl.PreBind(ctx, nil, p, "n1"),
+	} {
+		if s.Code() != fwk.Error || !strings.Contains(s.Message(), "stood still for 25s") {
+			t.Fatalf("%s on waking: %v, want an Error saying the process stood still", name, s)
+		}
+	}
+	if s := pl.PreBind(ctx, nil, pod("free", "q", "1", 0, ""), "n1"); !s.IsSuccess() {
+		t.Errorf("PreBind of a pod without a quota on waking: %v, want Success (not ElasticQuota's business)", s)
 	}
 	pl.fence.Beat()
 	for elapsed := time.Duration(0); elapsed <= leadership.FenceHold; elapsed += leadership.FenceBeat {
