@@ -52,10 +52,11 @@ var faultWeights = []struct {
 	{"node-relabel", 1}, {"metrics-server-restart", 1},
 }
 
-func (f *faults) leaseFault() {
+func (f *faults) leaseFault(begins bool) {
 	f.leaseMu.Lock()
 	f.leaseAt = time.Now()
 	f.leaseMu.Unlock()
+	f.w.disturbance(begins, 0)
 }
 
 // sinceLeaseFault is the time since a lease fault last began or ended.
@@ -123,6 +124,8 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		}
 		logf("fault leader-kill: SIGKILL %s", r.name)
 		r.kill()
+		f.w.disturbance(true, 0)
+		f.w.disturbance(false, 20*time.Second)
 	case "leader-pause":
 		// SIGSTOP, then SIGCONT once its lease has expired (15 s) and
 		// another replica may lead: it wakes with bindings in flight.
@@ -132,12 +135,12 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		}
 		pause := hold + 10*time.Second
 		logf("fault leader-pause: SIGSTOP %s for %s", r.name, pause)
-		f.leaseFault()
+		f.leaseFault(true)
 		if err := r.pause(); err != nil {
 			return err
 		}
 		f.later(kind+"/"+r.name, pause, func() {
-			f.leaseFault()
+			f.leaseFault(false)
 			if err := r.resume(); err != nil {
 				logf("fault leader-pause: SIGCONT %s: %v", r.name, err)
 			}
@@ -154,22 +157,22 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		}
 		delay := hold + 5*time.Second
 		logf("fault leader-partition: %s's traffic held %s for %s", r.name, delay, 2*delay)
-		f.leaseFault()
+		f.leaseFault(true)
 		r.proxy.Delay(delay)
 		f.later(kind+"/"+r.name, 2*delay, func() {
-			f.leaseFault()
+			f.leaseFault(false)
 			r.proxy.Delay(0)
 			logf("fault leader-partition: %s's path restored", r.name)
 		})
 	case "slow-api":
 		delay := time.Duration(1+f.rng.IntN(4)) * time.Second
 		logf("fault slow-api: %s of latency each way on the replicas' requests for %s", delay, 2*hold)
-		f.leaseFault()
+		f.leaseFault(true)
 		for _, r := range f.cl.replicas {
 			r.proxy.Delay(delay)
 		}
 		f.later(kind, 2*hold, func() {
-			f.leaseFault()
+			f.leaseFault(false)
 			for _, r := range f.cl.replicas {
 				r.proxy.Delay(0)
 			}
@@ -177,12 +180,12 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		})
 	case "api-outage":
 		logf("fault api-outage: the replicas' path to the API server cut for %s", hold)
-		f.leaseFault()
+		f.leaseFault(true)
 		for _, r := range f.cl.replicas {
 			r.proxy.Cut()
 		}
 		f.later("api-outage", hold, func() {
-			f.leaseFault()
+			f.leaseFault(false)
 			for _, r := range f.cl.replicas {
 				r.proxy.Restore()
 			}
@@ -195,7 +198,7 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		}
 		logf("fault %s", kind)
 		f.restarting = true
-		f.leaseFault()
+		f.leaseFault(true)
 		f.w.setAPIDown(true)
 		restart := f.cl.cp.RestartAPIServer
 		if kind == "etcd-restart" {
@@ -207,7 +210,7 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			err := restart(rctx)
-			f.leaseFault()
+			f.leaseFault(false)
 			f.w.setAPIDown(false)
 			f.mu.Lock()
 			f.restarting = false

@@ -109,6 +109,11 @@ type watcher struct {
 	leaderless    bool
 	leaderlessFor time.Duration
 	apiDown       bool
+	// disturbed: faults that can cut a leader's work short under way,
+	// since disturbedFrom; disturbedSpans: those that ended (disturbance).
+	disturbed      int
+	disturbedFrom  time.Time
+	disturbedSpans [][2]time.Time
 	// created and bound times per pod UID, for latency and liveness.
 	firstSeen map[types.UID]time.Time
 	boundAt   map[types.UID]time.Time
@@ -507,6 +512,49 @@ func (w *watcher) check(leads, known bool) {
 	w.victims = keep
 }
 
+// disturbance marks a fault that can cut a leader's work short (a kill, a
+// pause, a partition, a slow API, an outage, an API server or etcd
+// restart) beginning or ending; an end counts for linger more (the
+// leader's in-flight work). Scheduling state a fault leaves behind (a gang
+// bound in part by a leader cut off mid-binding, a pod bound after
+// Explain's write timed out, which its README documents) is spared by the
+// invariants it would trip, per object: by when that object's state began.
+func (w *watcher) disturbance(begins bool, linger time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if begins {
+		if w.disturbed == 0 {
+			w.disturbedFrom = now
+		}
+		w.disturbed++
+		return
+	}
+	if w.disturbed > 0 {
+		w.disturbed--
+	}
+	if w.disturbed == 0 {
+		w.disturbedSpans = append(w.disturbedSpans, [2]time.Time{w.disturbedFrom, now.Add(disturbanceLinger + linger)})
+	}
+}
+
+// disturbanceLinger: a fault's effects on in-flight work last this long
+// after it ends.
+const disturbanceLinger = 10 * time.Second
+
+// disturbedAt: t fell within a disturbance (or its linger).
+func (w *watcher) disturbedAt(t time.Time) bool {
+	if w.disturbed > 0 && !t.Before(w.disturbedFrom) {
+		return true
+	}
+	for _, s := range w.disturbedSpans {
+		if !t.Before(s[0].Add(-time.Second)) && !t.After(s[1]) {
+			return true
+		}
+	}
+	return false
+}
+
 // setAPIDown marks an API server or etcd restart under way.
 func (w *watcher) setAPIDown(down bool) {
 	w.mu.Lock()
@@ -614,8 +662,11 @@ func (w *watcher) checkGangs(now time.Time) {
 		}
 		// Its own grace, until it is whole or empty again: it lost a
 		// member (attrition), or its spec changed (a minMember raised
-		// over what was placed whole), since it was last not partial.
-		exempt := !w.groupLoss[key].Before(since.Add(-gangPartialBound)) || !w.groupChanged[key].Before(since.Add(-gangPartialBound))
+		// over what was placed whole), since it was last not partial, or
+		// it became partial during a fault that cut a leader off while it
+		// bound the gang (the next leader completes it if room allows).
+		exempt := !w.groupLoss[key].Before(since.Add(-gangPartialBound)) || !w.groupChanged[key].Before(since.Add(-gangPartialBound)) ||
+			w.disturbedAt(since)
 		w.observe("2-gang", key, !exempt && w.leaderTime())
 		if d := w.t.add("gang/"+key, !exempt, w.leaderTime(), w.dt); d > gangPartialBound {
 			sort.Strings(names)
@@ -947,7 +998,11 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 			// PreEnqueue plugin: PodScheduled False, SchedulingGated) has
 			// had no scheduling cycle to explain.
 			if cond := scheduledCondition(p); cond != nil && cond.Reason != v1.PodReasonSchedulingGated {
-				judged := !overBudget(cond.LastTransitionTime.Time, p.Namespace)
+				// A pod bound during a fault may have been bound after
+				// Explain's write timed out (documented: the bind goes
+				// on), and the next leader does not explain bound pods.
+				judged := !overBudget(cond.LastTransitionTime.Time, p.Namespace) &&
+					!(cond.Status == v1.ConditionTrue && w.disturbedAt(cond.LastTransitionTime.Time))
 				w.observe("6-explain", uid, judged && lt)
 				r := explained(p)
 				key := "explain/" + uid
