@@ -1002,7 +1002,7 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 				// Explain's write timed out (documented: the bind goes
 				// on), and the next leader does not explain bound pods.
 				judged := !overBudget(cond.LastTransitionTime.Time, p.Namespace) &&
-					!(cond.Status == v1.ConditionTrue && w.disturbedAt(cond.LastTransitionTime.Time))
+					(cond.Status != v1.ConditionTrue || !w.disturbedAt(cond.LastTransitionTime.Time))
 				w.observe("6-explain", uid, judged && lt)
 				r := explained(p)
 				key := "explain/" + uid
