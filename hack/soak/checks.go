@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 )
 
@@ -359,15 +360,8 @@ func leavingBefore(p *v1.Pod, at time.Time) bool {
 	if p.DeletionTimestamp == nil {
 		return false
 	}
-	requested := p.DeletionTimestamp.Add(-time.Duration(ptrDeref(p.DeletionGracePeriodSeconds)) * time.Second)
+	requested := p.DeletionTimestamp.Add(-time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 0)) * time.Second)
 	return requested.Before(at.Add(-2 * time.Second))
-}
-
-func ptrDeref(p *int64) int64 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 // evictionWindow: evictions this close together may be one preemption's.
@@ -493,10 +487,8 @@ func (w *watcher) judgeDrained() {
 
 // podName is a pod's namespace/name by UID ("uid <uid>" if gone).
 func (w *watcher) podName(uid types.UID) string {
-	for _, o := range w.pods.List() {
-		if p := o.(*v1.Pod); p.UID == uid {
-			return p.Namespace + "/" + p.Name
-		}
+	if p := w.podByUID(uid, "", ""); p != nil {
+		return p.Namespace + "/" + p.Name
 	}
 	return "uid " + string(uid)
 }
