@@ -1,6 +1,7 @@
 package leadership
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -48,8 +49,15 @@ type Fence struct {
 }
 
 var (
-	processFence *Fence
-	fenceOnce    sync.Once
+	// The process's fence, how many running schedulers use it, and how to
+	// stop its beat when the last one stops.
+	fenceMu         sync.Mutex
+	processFence    *Fence
+	fenceUsers      int
+	stopBeat        context.CancelFunc
+	fenceMetricOnce sync.Once
+	fenceClock      clock.WithTicker = clock.RealClock{}
+
 	// disabled: fences never hold (DisableFence).
 	disabled atomic.Bool
 
@@ -60,14 +68,33 @@ var (
 	}, []string{"plugin"})
 )
 
-// ProcessFence is the process's fence, started on first use (a plugin's
-// constructor): nothing runs in a scheduler whose profiles enable no plugin
-// that asks.
-func ProcessFence() *Fence {
-	fenceOnce.Do(func() {
-		legacyregistry.MustRegister(fencedBindings)
-		processFence = NewFence(clock.RealClock{})
-		go processFence.run()
+// ProcessFence is the process's fence for a plugin built with the
+// scheduler's context ctx. It beats while some such context is live and
+// stops with the last one: nothing runs in a scheduler whose profiles
+// enable no plugin that asks, nor after the scheduler stopped (a process
+// that runs schedulers one after another, as scheduler_perf does, keeps no
+// goroutine between them). A fence started again counts from its start:
+// the time it was stopped is not the process standing still.
+func ProcessFence(ctx context.Context) *Fence {
+	fenceMu.Lock()
+	defer fenceMu.Unlock()
+	fenceMetricOnce.Do(func() { legacyregistry.MustRegister(fencedBindings) })
+	if processFence == nil {
+		processFence = NewFence(fenceClock)
+	}
+	if fenceUsers == 0 {
+		processFence.restart()
+		beatCtx, cancel := context.WithCancel(context.Background())
+		stopBeat = cancel
+		go processFence.run(beatCtx)
+	}
+	fenceUsers++
+	context.AfterFunc(ctx, func() {
+		fenceMu.Lock()
+		defer fenceMu.Unlock()
+		if fenceUsers--; fenceUsers == 0 {
+			stopBeat()
+		}
 	})
 	return processFence
 }
@@ -82,12 +109,26 @@ func NewFence(c clock.WithTicker) *Fence {
 	return &Fence{clock: c, last: c.Now()}
 }
 
-func (f *Fence) run() {
+func (f *Fence) run(ctx context.Context) {
 	t := f.clock.NewTicker(FenceBeat)
 	defer t.Stop()
-	for range t.C() {
-		f.Beat()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			f.Beat()
+		}
 	}
+}
+
+// restart counts the beat from now: a fence that was stopped did not see
+// the process stand still. A hold in progress stays.
+func (f *Fence) restart() {
+	now := f.clock.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.last = now
 }
 
 // Beat records that the process runs; a beat after a gap holds the fence.

@@ -4,11 +4,9 @@ package leakcheck
 
 import "go.uber.org/goleak"
 
-// Options ignores klog's flush daemon and the process's leadership fence
-// (leadership.ProcessFence: one per process, for its lifetime).
+// Options ignores klog's flush daemon (one per process, for its lifetime).
 func Options() []goleak.Option {
 	return []goleak.Option{
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		goleak.IgnoreAnyFunction("github.com/berth-scheduler/berth/internal/leadership.(*Fence).run"),
 	}
 }

@@ -177,7 +177,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		bindOnErr:           args.OnConfirmError == config.ConfirmErrorBind,
 		comparisonOperators: utilfeature.DefaultFeatureGate.Enabled(features.TaintTolerationComparisonOperators),
 		nodes:               gateFor(ctx, h.ClientSet()),
-		fence:               leadership.ProcessFence(),
+		fence:               leadership.ProcessFence(ctx),
 	}
 	if f := h.SharedInformerFactory(); f != nil {
 		// Forget the lock of a deleted node, so node churn does not grow the map.

@@ -73,6 +73,9 @@ func newTestPlugin(t testing.TB, mutate func(*configv1.ConfirmBinderArgs), objs 
 	client.PrependReactor("create", "pods", fakeapi.BindThroughTracker(client.Tracker()))
 	h := &testHandle{client: client, recorder: events.NewFakeRecorder(10000), snapshot: cache.NewSnapshot(nil, []*v1.Node{liveNode()})}
 	_, ctx := ktesting.NewTestContext(t)
+	// The plugin's goroutines (the process fence's beat) end with the test.
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
 	p, err := New(ctx, args(t, mutate), h)
 	if err != nil {
 		t.Fatal(err)

@@ -151,7 +151,7 @@ func NewWithClient(c versioned.Interface) func(context.Context, runtime.Object, 
 			fts:    fts,
 			denied: args.NamespacesWithoutQuota == config.NamespacesWithoutQuotaDenied,
 			shared: sh,
-			fence:  leadership.ProcessFence(),
+			fence:  leadership.ProcessFence(ctx),
 		}
 		pl.executor = preemption.NewExecutor(h, fts)
 		pl.evaluator = preemption.NewEvaluator(Name, h, pl, pl.executor)
