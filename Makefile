@@ -122,7 +122,7 @@ GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # A Docker tag has no '+': a dev version's build metadata becomes '-'.
 IMAGE ?= ghcr.io/berth-scheduler/berth:$(subst +,-,$(BERTH_VERSION))
 
-UNIT_PKGS = ./apis/... ./cmd/... ./internal/... ./pkg/...
+UNIT_PKGS = ./apis/... ./cmd/... ./internal/... ./pkg/... ./hack/soak
 
 ##@ General
 

@@ -49,9 +49,10 @@ func replicaKubeconfigs(cp *sandbox.ControlPlane, proxy *sandbox.Proxy, name str
 	return viaProxy, direct, err
 }
 
-// useChartLease sets the config's leader election to the chart's Lease
-// (the only one its Role lets it take).
-func useChartLease(path string) error {
+// useChartConfig sets the config's leader election to the chart's Lease
+// (the only one its Role lets it take) and ConfirmBinder to the chart's
+// confirm: Always.
+func useChartConfig(path string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -66,6 +67,30 @@ func useChartLease(path string) error {
 	}
 	le["resourceNamespace"], le["resourceName"] = chartNamespace, chartLease
 	doc["leaderElection"] = le
+	// The chart's ConfirmBinder default: beside another binder (the
+	// soak's foreign binder, foreign.go) every binding may race.
+	profiles, _ := doc["profiles"].([]any)
+	found := false
+	for _, p := range profiles {
+		prof, _ := p.(map[string]any)
+		cfgs, _ := prof["pluginConfig"].([]any)
+		for _, c := range cfgs {
+			pc, _ := c.(map[string]any)
+			if pc["name"] != "ConfirmBinder" {
+				continue
+			}
+			args, _ := pc["args"].(map[string]any)
+			if args == nil {
+				args = map[string]any{}
+			}
+			args["confirm"] = "Always"
+			pc["args"] = args
+			found = true
+		}
+	}
+	if !found {
+		return fmt.Errorf("%s: no ConfirmBinder args to set confirm: Always in", path)
+	}
 	out, err := yaml.Marshal(doc)
 	if err != nil {
 		return err

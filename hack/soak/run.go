@@ -146,7 +146,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := useChartLease(cfg); err != nil {
+		if err := useChartConfig(cfg); err != nil {
 			return nil, err
 		}
 		port, err := freePort()
@@ -167,7 +167,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		}
 		cl.replicas = append(cl.replicas, r)
 	}
-	logf("two Berth replicas (leader election on), profile berth-all from manifests/examples/all-plugins.yaml, as the chart's ServiceAccount %s/%s with its RBAC", chartNamespace, chartServiceAccount)
+	logf("two Berth replicas (leader election on), profile berth-all from manifests/examples/all-plugins.yaml (ConfirmBinder confirm: Always, the chart's default), as the chart's ServiceAccount %s/%s with its RBAC", chartNamespace, chartServiceAccount)
 	if o.mutant != "" {
 		logf("MUTANT: the replicas plant %q", o.mutant)
 	}
@@ -203,6 +203,8 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		w.check(r != nil, known)
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
+	fb := newForeignBinder(o.seed, cl.c, w)
+	loop(foreignEvery, func() { fb.step(soakCtx, logf) })
 	// The generator and the faults run in this goroutine, in order.
 	// Undo what is still in effect before the processes stop, also when
 	// interrupted.

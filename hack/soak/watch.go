@@ -127,8 +127,13 @@ type watcher struct {
 	// (by namespace) or a PodGroup's spec last changed.
 	groupLoss    map[string]time.Time
 	partialSince map[string]time.Time
-	quotaChanged map[string]time.Time
-	groupChanged map[string]time.Time
+	// groupRaced: when the foreign binder last bound beside a waiting
+	// member of a PodGroup; foreignPins, foreignOverruns: its bindings, and
+	// overcommits its pods caused (foreign.go).
+	groupRaced                   map[string]time.Time
+	foreignPins, foreignOverruns int
+	quotaChanged                 map[string]time.Time
+	groupChanged                 map[string]time.Time
 	// nodeGone: when the deletion of a node was observed.
 	nodeGone map[string]time.Time
 	// gone keeps deleted pods a while: an eviction's event arrives after
@@ -166,7 +171,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 		start: time.Now(), client: c, reported: map[string]bool{}, meters: map[string]*meter{}, first: make(chan struct{}),
 		firstSeen: map[types.UID]time.Time{}, boundAt: map[types.UID]time.Time{},
 		refusals: map[string][]time.Time{}, refusedNodes: map[string]time.Time{},
-		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{},
+		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{}, groupRaced: map[string]time.Time{},
 		quotaChanged: map[string]time.Time{}, groupChanged: map[string]time.Time{},
 		nodeGone: map[string]time.Time{}, gone: map[types.UID]gonePod{}, usedHistory: map[string][]usedSample{},
 		t: newTimers(), seenRunning: map[types.UID]bool{},
@@ -603,6 +608,15 @@ func (w *watcher) checkOvercommit(nodes map[string]*v1.Node, use map[string]*nod
 				continue
 			}
 			if !ok || q.Cmp(alloc) > 0 {
+				if foreign, who := w.foreignOverrun(name, r, alloc); foreign {
+					// Counted once per node and resource, not judged.
+					key := "foreign-overrun/" + name + "/" + string(r) + "/" + who
+					if !w.reported[key] {
+						w.reported[key] = true
+						w.foreignOverruns++
+					}
+					continue
+				}
 				w.violate("overcommit/"+name+"/"+string(r), "1-overcommit",
 					fmt.Sprintf("node %s: %s requested %s, allocatable %s", name, r, q.String(), alloc.String()),
 					append([]string{"node " + name}, u.names...)...)
@@ -662,11 +676,14 @@ func (w *watcher) checkGangs(now time.Time) {
 		}
 		// Its own grace, until it is whole or empty again: it lost a
 		// member (attrition), or its spec changed (a minMember raised
-		// over what was placed whole), since it was last not partial, or
+		// over what was placed whole), since it was last not partial,
 		// it became partial during a fault that cut a leader off while it
 		// bound the gang (the next leader completes it if room allows).
+		// Or the foreign binder took a waiting member's room: ConfirmBinder
+		// refuses that member's binding after its gang was released, and
+		// it finds another node (foreign.go).
 		exempt := !w.groupLoss[key].Before(since.Add(-gangPartialBound)) || !w.groupChanged[key].Before(since.Add(-gangPartialBound)) ||
-			w.disturbedAt(since)
+			!w.groupRaced[key].Before(since.Add(-gangPartialBound)) || w.disturbedAt(since)
 		w.observe("2-gang", key, !exempt && w.leaderTime())
 		if d := w.t.add("gang/"+key, !exempt, w.leaderTime(), w.dt); d > gangPartialBound {
 			sort.Strings(names)

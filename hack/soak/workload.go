@@ -32,8 +32,12 @@ const (
 	// freeNamespace has no ElasticQuota (namespacesWithoutQuota:
 	// Unlimited): the liveness oracle's namespace.
 	freeNamespace = "soak-free"
-	gpuLabel      = "nvidia.com/gpu.present"
-	gpuResource   = v1.ResourceName("nvidia.com/gpu")
+	// misfitLabel marks the pods of a gang one of whose members fits no
+	// node; misfitCPU is what that member asks for (more than any node).
+	misfitLabel = "soak.berth.dev/misfit-gang"
+	misfitCPU   = 10_000_000
+	gpuLabel    = "nvidia.com/gpu.present"
+	gpuResource = v1.ResourceName("nvidia.com/gpu")
 	// tierLabel=batch matches all-plugins.yaml's batch-prefers-spot rule.
 	tierLabel = "tier"
 	lowPrio   = "soak-low"
@@ -430,16 +434,29 @@ func (g *generator) createJob(ctx context.Context) error {
 
 // createGang is a PodGroup and a Job whose pods are its members: random
 // minMember and timeout, sometimes minResources, sometimes a gang bigger
-// than the cluster (minResources twice its CPU).
+// than the cluster (minResources twice its CPU), and sometimes a gang one
+// of whose members fits no node (a second Job of one pod asking for more
+// CPU than any node has): it must never start, so none of its members may
+// be bound (a gang released one short binds all but that one).
 func (g *generator) createGang(ctx context.Context) error {
 	ns, name := g.namespace(), g.name("gang")
 	members := int32([]int{2, 3, 4, 8, 16}[g.pick(5)])
-	j := g.jobFor(ns, name, members, map[string]string{schedv1alpha1.PodGroupLabel: name})
+	labels := map[string]string{schedv1alpha1.PodGroupLabel: name}
+	misfit := g.chance(0.2)
+	if misfit {
+		labels[misfitLabel] = "true"
+	}
+	j := g.jobFor(ns, name, members, labels)
 	pg := &schedv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       schedv1alpha1.PodGroupSpec{MinMember: members, ScheduleTimeoutSeconds: ptr.To(int32(30 + g.pick(90)))},
 	}
+	var misfitJob *batchv1.Job
 	switch {
+	case misfit:
+		pg.Spec.MinMember++
+		misfitJob = g.jobFor(ns, name+"-misfit", 1, map[string]string{schedv1alpha1.PodGroupLabel: name, misfitLabel: "true"})
+		misfitJob.Spec.Template.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = *resource.NewMilliQuantity(misfitCPU, resource.DecimalSI)
 	case g.chance(0.05):
 		pg.Spec.MinResources = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(2*g.clusterCPU, resource.DecimalSI)}
 	case g.chance(0.3):
@@ -454,11 +471,16 @@ func (g *generator) createGang(ctx context.Context) error {
 	if _, err := g.sp.SchedulingV1alpha1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if _, err := g.c.BatchV1().Jobs(ns).Create(ctx, j, metav1.CreateOptions{}); err != nil {
-		return err
-	}
 	g.groups = append(g.groups, ns+"/"+name)
-	g.jobs = append(g.jobs, ns+"/"+name)
+	for _, job := range []*batchv1.Job{j, misfitJob} {
+		if job == nil {
+			continue
+		}
+		if _, err := g.c.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		g.jobs = append(g.jobs, ns+"/"+job.Name)
+	}
 	return nil
 }
 

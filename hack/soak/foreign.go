@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
+)
+
+// The foreign binder plays what ConfirmBinder exists for: another binder
+// beside Berth (a second scheduler, a user or controller setting
+// spec.nodeName). While a gang member waits at Permit, its node is in its
+// status.nominatedNodeName (upstream's NominatedNodeNameForExpectation, on
+// by default since 1.35); the foreign binder then binds a pod of its own to
+// that node, taking all the CPU the API shows free there. Berth's view
+// still has the room: ConfirmBinder (confirm: Always, the chart's default
+// beside another binder) must refuse the member's binding when its gang is
+// released. A node the member overcommits is a violation (1); one the
+// foreign pod overcommits (it arrived last: a Berth binding landed between
+// this binder's read and its write) is the kubelet's to refuse and is
+// counted, not judged (checkOvercommit).
+//
+// Unlike the generator, what it does depends on the cluster's state (which
+// members wait, and where): a seed does not replay it exactly. Its own
+// random stream keeps the generator's replayable.
+
+const (
+	// foreignLabel marks the foreign binder's pods.
+	foreignLabel = "soak.berth.dev/foreign"
+	// foreignEvery: how often it looks for a waiting member.
+	foreignEvery = 2 * time.Second
+)
+
+type foreignBinder struct {
+	c   kubernetes.Interface
+	w   *watcher
+	rng *rand.Rand
+	seq int
+}
+
+func newForeignBinder(seed int64, c kubernetes.Interface, w *watcher) *foreignBinder {
+	return &foreignBinder{c: c, w: w, rng: rand.New(rand.NewPCG(uint64(seed), 0xf0e))}
+}
+
+// step binds one foreign pod beside one waiting member, if any waits, and
+// deletes the foreign pods that finished.
+func (f *foreignBinder) step(ctx context.Context, logf func(string, ...any)) {
+	waiting, finished := f.w.waitingMembers()
+	for _, p := range finished {
+		if err := f.c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); ignoreNotFound(err) != nil && ctx.Err() == nil {
+			logf("foreign binder: deleting %s: %v", p.Name, err)
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	m := waiting[f.rng.IntN(len(waiting))]
+	node := m.Status.NominatedNodeName
+	free, err := f.freeCPU(ctx, node)
+	if err != nil {
+		if ctx.Err() == nil {
+			logf("foreign binder: reading node %s: %v", node, err)
+		}
+		return
+	}
+	need := podRequests(m)[v1.ResourceCPU]
+	// Only where the member still fits: otherwise the member's binding
+	// fails for want of room whatever ConfirmBinder does.
+	if free.Cmp(need) < 0 || free.IsZero() {
+		return
+	}
+	f.seq++
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "foreign-" + strconv.Itoa(f.seq), Namespace: freeNamespace,
+			Labels:      map[string]string{foreignLabel: "true"},
+			Annotations: map[string]string{sandbox.RunForAnnotation: strconv.Itoa(20+f.rng.IntN(20)) + "s"},
+		},
+		Spec: v1.PodSpec{
+			NodeName:      node,
+			RestartPolicy: v1.RestartPolicyNever,
+			Containers: []v1.Container{{
+				Name: "c", Image: "registry.example/soak:1",
+				Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: free}},
+			}},
+			Tolerations: []v1.Toleration{{Operator: v1.TolerationOpExists}},
+		},
+	}
+	if _, err := f.c.CoreV1().Pods(freeNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		if ctx.Err() == nil {
+			logf("foreign binder: binding beside %s/%s on %s: %v", m.Namespace, m.Name, node, err)
+		}
+		return
+	}
+	f.w.raced(m)
+}
+
+// freeCPU is the node's allocatable CPU less its active pods' requests, as
+// the API has them now.
+func (f *foreignBinder) freeCPU(ctx context.Context, node string) (resource.Quantity, error) {
+	n, err := f.c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return resource.Quantity{}, err
+	}
+	pods, err := f.c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		return resource.Quantity{}, err
+	}
+	free := n.Status.Allocatable.Cpu().DeepCopy()
+	for i := range pods.Items {
+		if p := &pods.Items[i]; !terminal(p) {
+			free.Sub(podRequests(p)[v1.ResourceCPU])
+		}
+	}
+	if free.Sign() < 0 {
+		return resource.Quantity{}, nil
+	}
+	return free, nil
+}
+
+// waitingMembers: gang members waiting with a node nominated and not bound
+// (a gang that can never start excepted: it is never released), and the
+// foreign pods that finished.
+func (w *watcher) waitingMembers() (waiting, finished []*v1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, o := range w.pods.List() {
+		p := o.(*v1.Pod)
+		switch {
+		case p.Labels[foreignLabel] != "":
+			if terminal(p) && p.DeletionTimestamp == nil {
+				finished = append(finished, p)
+			}
+		case p.Labels[schedv1alpha1.PodGroupLabel] != "" && p.Labels[misfitLabel] == "" &&
+			p.Spec.NodeName == "" && p.Status.NominatedNodeName != "" && p.DeletionTimestamp == nil:
+			waiting = append(waiting, p)
+		}
+	}
+	return waiting, finished
+}
+
+// raced records a foreign binding beside a waiting member: its gang may
+// stay partial while the refused member finds another node.
+func (w *watcher) raced(m *v1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.foreignPins++
+	w.groupRaced[m.Namespace+"/"+m.Labels[schedv1alpha1.PodGroupLabel]] = time.Now()
+}
+
+// foreignOverrun reports whether a foreign pod's arrival took node's r over
+// alloc: walking the node's active pods in the order this watcher saw them
+// bound, the first to exceed alloc is a foreign pod. A kubelet refuses such
+// a pod (OutOfcpu); KWOK's does not.
+func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.Quantity) (bool, string) {
+	var pods []*v1.Pod
+	for _, o := range w.pods.List() {
+		if p := o.(*v1.Pod); p.Spec.NodeName == node && active(p) {
+			pods = append(pods, p)
+		}
+	}
+	foreign := false
+	for _, p := range pods {
+		foreign = foreign || p.Labels[foreignLabel] != ""
+	}
+	if !foreign {
+		return false, ""
+	}
+	sortByBound(pods, w.boundAt)
+	sum := resource.Quantity{}
+	for _, p := range pods {
+		q := podRequests(p)[r]
+		sum.Add(q)
+		if sum.Cmp(alloc) > 0 {
+			return p.Labels[foreignLabel] != "", fmt.Sprintf("%s/%s", p.Namespace, p.Name)
+		}
+	}
+	return false, ""
+}
+
+// sortByBound orders pods by when this watcher saw each bound (pods it saw
+// bound at its start, before it recorded any, first).
+func sortByBound(pods []*v1.Pod, boundAt map[types.UID]time.Time) {
+	sort.SliceStable(pods, func(i, j int) bool { return boundAt[pods[i].UID].Before(boundAt[pods[j].UID]) })
+}

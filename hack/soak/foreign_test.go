@@ -1,0 +1,95 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+)
+
+// An overcommitted node is the scheduler's doing when one of its bindings
+// took the node over allocatable, and the kubelet's to refuse when the
+// foreign binder's pod did.
+func TestForeignOverrunBlamesThePodThatArrivedLast(t *testing.T) {
+	start := time.Unix(1000, 0)
+	pod := func(name string, cpu string, foreign bool, boundAfter time.Duration, w *watcher) *v1.Pod {
+		p := st.MakePod().Namespace("ns").Name(name).UID(name).Node("n1").Container("c").Req(map[v1.ResourceName]string{"cpu": cpu}).Obj()
+		if foreign {
+			p.Labels = map[string]string{foreignLabel: "true"}
+		}
+		w.boundAt[types.UID(name)] = start.Add(boundAfter)
+		return p
+	}
+	alloc := resource.MustParse("4")
+	for _, tc := range []struct {
+		name        string
+		pods        func(w *watcher) []*v1.Pod
+		wantForeign bool
+		wantWho     string
+	}{{
+		name: "a member bound after the foreign pod took its room",
+		pods: func(w *watcher) []*v1.Pod {
+			return []*v1.Pod{pod("old", "1", false, 0, w), pod("foreign-1", "3", true, time.Second, w), pod("member", "2", false, 2*time.Second, w)}
+		},
+		wantWho: "ns/member",
+	}, {
+		name: "the foreign pod bound after a member took the room it read",
+		pods: func(w *watcher) []*v1.Pod {
+			return []*v1.Pod{pod("old", "1", false, 0, w), pod("member", "2", false, time.Second, w), pod("foreign-1", "3", true, 2*time.Second, w)}
+		},
+		wantForeign: true, wantWho: "ns/foreign-1",
+	}, {
+		name: "no foreign pod on the node",
+		pods: func(w *watcher) []*v1.Pod {
+			return []*v1.Pod{pod("a", "3", false, 0, w), pod("b", "2", false, time.Second, w)}
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &watcher{pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), boundAt: map[types.UID]time.Time{}}
+			for _, p := range tc.pods(w) {
+				if err := w.pods.Add(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			foreign, who := w.foreignOverrun("n1", v1.ResourceCPU, alloc)
+			if foreign != tc.wantForeign || who != tc.wantWho {
+				t.Errorf("foreignOverrun = %v, %q; want %v, %q", foreign, who, tc.wantForeign, tc.wantWho)
+			}
+		})
+	}
+}
+
+// The replicas run the chart's ConfirmBinder default beside the foreign
+// binder, whatever the example profile says.
+func TestUseChartConfigConfirmsEveryBinding(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	raw, err := os.ReadFile(filepath.Join("..", "..", "manifests", "examples", "all-plugins.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := useChartConfig(path); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"confirm: Always", "resourceName: " + chartLease, "resourceNamespace: " + chartNamespace} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("config lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(string(out), "WhenTight") {
+		t.Errorf("config still says WhenTight:\n%s", out)
+	}
+}
