@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,8 +62,12 @@ type Resource struct {
 
 // Served checks by discovery that the API server serves r. An API server that
 // does not answer yet (a control plane booting: the scheduler may start
-// before the API server listens) is asked again with backoff until budget runs
-// out; only an answer that the group or resource is absent is "install the CRD".
+// before the API server listens), or answers while its /readyz says it is not
+// ready (just restarted: it refuses before its authorizer has loaded RBAC and
+// lists no custom resource before it has loaded the CRDs), is asked again with
+// backoff until budget runs out; only a ready API server's answer that the
+// group or resource is absent is "install the CRD", and its refusal is
+// "check the RBAC".
 func Served(ctx context.Context, d discovery.DiscoveryInterface, r Resource, budget time.Duration) error {
 	hint := "install the CRD from " + r.CRDFile
 	logger := klog.FromContext(ctx)
@@ -79,6 +84,13 @@ func Served(ctx context.Context, d discovery.DiscoveryInterface, r Resource, bud
 				found = found || res.Name == r.Name
 			}
 			return true, nil
+		case (apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)) && !ready(ctx, d):
+			// Just (re)started: its authorizer or its CRDs are not loaded
+			// yet, and it says so (a scheduler restarted with it must not
+			// exit for that).
+			lastErr = err
+			logger.Info(r.Plugin+": the API server is starting (not ready); retrying", "groupVersion", r.GroupVersion, "err", err)
+			return false, nil
 		case apierrors.IsNotFound(err):
 			return false, fmt.Errorf("%s: the API server does not serve %s (%w); %s", r.Plugin, r.GroupVersion, err, hint)
 		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
@@ -98,4 +110,18 @@ func Served(ctx context.Context, d discovery.DiscoveryInterface, r Resource, bud
 		return fmt.Errorf("%s: the API server does not serve %s.%s; %s", r.Plugin, r.Name, r.GroupVersion, hint)
 	}
 	return nil
+}
+
+// ready reports whether the API server says it is ready (/readyz, which
+// every client may read; a booting one may refuse even that). A server
+// without /readyz, or a discovery client without a REST client (a fake),
+// counts as ready.
+func ready(ctx context.Context, d discovery.DiscoveryInterface) bool {
+	rc := d.RESTClient()
+	if v := reflect.ValueOf(rc); rc == nil || v.Kind() == reflect.Pointer && v.IsNil() {
+		return true
+	}
+	err := rc.Get().AbsPath("/readyz").Do(ctx).Error()
+	// No /readyz at all (not a kube-apiserver): nothing says it is starting.
+	return err == nil || apierrors.IsNotFound(err)
 }
