@@ -117,15 +117,14 @@ func (w *watcher) checkGangLiveness(now time.Time, nodes map[string]*v1.Node, us
 	members := map[string][]*v1.Pod{}
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
-		if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && p.DeletionTimestamp == nil && !terminal(p) {
-			members[p.Namespace+"/"+g] = append(members[p.Namespace+"/"+g], p)
+		if g := gangKey(p); g != "" && p.DeletionTimestamp == nil && !terminal(p) {
+			members[g] = append(members[g], p)
 		}
 	}
 	qv := w.quotaView()
 	var free map[string]v1.ResourceList // computed once, if any gang needs it
-	for _, o := range w.groups.List() {
-		pg := o.(*schedv1alpha1.PodGroup)
-		key := pg.Namespace + "/" + pg.Name
+	for _, pg := range w.gangs() {
+		key := pg.key
 		var pending []*v1.Pod
 		placed := 0
 		for _, p := range members[key] {
@@ -135,9 +134,9 @@ func (w *watcher) checkGangLiveness(now time.Time, nodes map[string]*v1.Node, us
 				pending = append(pending, p)
 			}
 		}
-		need := int(pg.Spec.MinMember) - placed
+		need := pg.min - placed
 		tkey := "gang-live/" + key
-		if need <= 0 || len(members[key]) < int(pg.Spec.MinMember) || len(pending) < need {
+		if need <= 0 || len(members[key]) < pg.min || len(pending) < need {
 			w.t.add(tkey, false, false, 0)
 			continue
 		}
@@ -150,21 +149,21 @@ func (w *watcher) checkGangLiveness(now time.Time, nodes map[string]*v1.Node, us
 			}
 		}
 		fits, sum := w.gangFits(pending[:need], nodes, free, use, now)
-		if fits && pg.Spec.MinResources != nil {
+		if fits && pg.minResources != nil {
 			total := v1.ResourceList{}
 			for _, r := range free {
 				addTo(total, r)
 			}
-			fits = fitsIn(pg.Spec.MinResources, total)
+			fits = fitsIn(pg.minResources, total)
 		}
-		fits = fits && w.admits(qv, pg.Namespace, sum)
-		judged := now.Sub(w.groupChanged[key]) >= settle && now.Sub(w.quotaChanged[pg.Namespace]) >= settle
+		fits = fits && w.admits(qv, pg.namespace, sum)
+		judged := now.Sub(w.groupChanged[key]) >= settle && now.Sub(w.quotaChanged[pg.namespace]) >= settle
 		if fits {
 			w.observe("2-gang/liveness", key, judged && lt)
 		}
 		if d := w.t.add(tkey, fits, judged && lt, w.dt); d > gangLivenessBound {
-			w.violate(tkey+"/"+pg.ResourceVersion, "2-gang",
-				fmt.Sprintf("PodGroup %s: %d of minMember %d placed, and the %d to place have fitted the cluster's free room and the quota for %.0fs of leader time", key, placed, pg.Spec.MinMember, need, d.Seconds()),
+			w.violate(tkey+"/"+pg.resourceVersion, "2-gang",
+				fmt.Sprintf("PodGroup %s: %d of min %d placed, and the %d to place have fitted the cluster's free room and the quota for %.0fs of leader time", key, placed, pg.min, need, d.Seconds()),
 				"podgroup "+key)
 		}
 	}

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 )
@@ -143,7 +142,7 @@ func (w *watcher) waitingMembers() (waiting, finished []*v1.Pod) {
 			if terminal(p) && p.DeletionTimestamp == nil {
 				finished = append(finished, p)
 			}
-		case p.Labels[schedv1alpha1.PodGroupLabel] != "" && p.Labels[misfitLabel] == "" &&
+		case gangKey(p) != "" && p.Labels[misfitLabel] == "" &&
 			p.Spec.NodeName == "" && p.Status.NominatedNodeName != "" && p.DeletionTimestamp == nil:
 			waiting = append(waiting, p)
 		}
@@ -157,7 +156,7 @@ func (w *watcher) raced(m *v1.Pod) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.foreignPins++
-	w.groupRaced[m.Namespace+"/"+m.Labels[schedv1alpha1.PodGroupLabel]] = time.Now()
+	w.groupRaced[gangKey(m)] = time.Now()
 }
 
 // foreignOverrun reports whether a foreign pod's arrival took node's r over

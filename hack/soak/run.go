@@ -53,7 +53,10 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		return nil, err
 	}
 	logf("seed %d, %s, %d nodes; control plane from %s", o.seed, o.duration, o.nodes, os.Getenv("KUBEBUILDER_ASSETS"))
-	cp, err := sandbox.StartControlPlane("max-requests-inflight=800", "max-mutating-requests-inflight=400")
+	// GenericWorkload (beta, off by default in 1.37) on the API server and
+	// the replicas: Kubernetes' own gangs beside scheduler-plugins'.
+	cp, err := sandbox.StartControlPlane("max-requests-inflight=800", "max-mutating-requests-inflight=400",
+		"feature-gates="+nativeGangsGate, "runtime-config=scheduling.k8s.io/v1beta1=true")
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +161,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 			// Delegated authentication and authorization straight to
 			// the API server, so /metrics answers during an outage.
 			"--authentication-kubeconfig=" + direct, "--authorization-kubeconfig=" + direct,
+			"--feature-gates=" + nativeGangsGate,
 		}}
 		if o.mutant != "" {
 			r.env = []string{"BERTH_MUTANT=" + o.mutant}

@@ -89,8 +89,10 @@ type watcher struct {
 	pods   cache.Indexer
 	nodes  cache.Indexer
 	groups cache.Indexer
-	quotas cache.Indexer
-	pdbs   cache.Indexer
+	// nativeGroups: Kubernetes' own PodGroups (scheduling.k8s.io/v1beta1).
+	nativeGroups cache.Indexer
+	quotas       cache.Indexer
+	pdbs         cache.Indexer
 
 	mu sync.Mutex
 	// violations, and the keys already reported (one report per episode).
@@ -188,6 +190,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 	eventInf := ef.Core().V1().Events().Informer()
 	sf := spinformers.NewSharedInformerFactory(sp, 0)
 	groupInf := sf.Scheduling().V1alpha1().PodGroups().Informer()
+	nativeInf := f.Scheduling().V1beta1().PodGroups().Informer()
 	quotaInf := sf.Scheduling().V1alpha1().ElasticQuotas().Informer()
 	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { w.podChanged(nil, o.(*v1.Pod)) },
@@ -204,7 +207,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 	}
 	// A PodGroup's creation starts no grace (its bounds count from it); a
 	// quota's does (the scheduler may have decided a bind by none).
-	specHandler := func(changed map[string]time.Time, byNamespace, onAdd bool) cache.ResourceEventHandlerFuncs {
+	specHandler := func(changed map[string]time.Time, byNamespace, onAdd bool, prefix string) cache.ResourceEventHandlerFuncs {
 		note := func(o any) {
 			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = d.Obj
@@ -213,7 +216,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 			if !ok {
 				return
 			}
-			key := m.GetNamespace() + "/" + m.GetName()
+			key := m.GetNamespace() + "/" + prefix + m.GetName()
 			if byNamespace {
 				key = m.GetNamespace()
 			}
@@ -235,17 +238,21 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 			DeleteFunc: note,
 		}
 	}
-	if _, err := groupInf.AddEventHandler(specHandler(w.groupChanged, false, false)); err != nil {
+	if _, err := groupInf.AddEventHandler(specHandler(w.groupChanged, false, false, "")); err != nil {
 		return nil, err
 	}
-	if _, err := quotaInf.AddEventHandler(specHandler(w.quotaChanged, true, true)); err != nil {
+	if _, err := nativeInf.AddEventHandler(specHandler(w.groupChanged, false, false, nativePrefix)); err != nil {
+		return nil, err
+	}
+	if _, err := quotaInf.AddEventHandler(specHandler(w.quotaChanged, true, true, "")); err != nil {
 		return nil, err
 	}
 	w.pods, w.nodes, w.groups, w.quotas, w.pdbs = podInf.GetIndexer(), nodeInf.GetIndexer(), groupInf.GetIndexer(), quotaInf.GetIndexer(), pdbInf.GetIndexer()
+	w.nativeGroups = nativeInf.GetIndexer()
 	f.Start(ctx.Done())
 	ef.Start(ctx.Done())
 	sf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced, pdbInf.HasSynced, eventInf.HasSynced, groupInf.HasSynced, quotaInf.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced, pdbInf.HasSynced, eventInf.HasSynced, groupInf.HasSynced, nativeInf.HasSynced, quotaInf.HasSynced) {
 		return nil, fmt.Errorf("the watcher's informers did not sync")
 	}
 	return w, nil
@@ -345,9 +352,9 @@ func (w *watcher) podChanged(old, p *v1.Pod) {
 	}
 	// A gang loses a placed member when it is deleted or fails; one that
 	// completes stays placed (the partial-gang check counts it).
-	if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && old != nil && active(old) &&
+	if g := gangKey(p); g != "" && old != nil && active(old) &&
 		(p.DeletionTimestamp != nil && old.DeletionTimestamp == nil || p.Status.Phase == v1.PodFailed) {
-		w.groupLoss[p.Namespace+"/"+g] = now
+		w.groupLoss[g] = now
 	}
 }
 
@@ -377,8 +384,8 @@ func (w *watcher) podDeleted(o any) {
 		w.gracefulDeletions++
 	}
 	delete(w.seenRunning, p.UID)
-	if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded {
-		w.groupLoss[p.Namespace+"/"+g] = time.Now()
+	if g := gangKey(p); g != "" && p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded {
+		w.groupLoss[g] = time.Now()
 	}
 	delete(w.firstSeen, p.UID)
 	w.gone[p.UID] = gonePod{pod: p, at: time.Now()}
@@ -641,13 +648,12 @@ func (w *watcher) checkGangs(now time.Time) {
 	members := map[string][]*v1.Pod{}
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
-		if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" {
-			members[p.Namespace+"/"+g] = append(members[p.Namespace+"/"+g], p)
+		if g := gangKey(p); g != "" {
+			members[g] = append(members[g], p)
 		}
 	}
-	for _, o := range w.groups.List() {
-		pg := o.(*schedv1alpha1.PodGroup)
-		key := pg.Namespace + "/" + pg.Name
+	for _, pg := range w.gangs() {
+		key := pg.key
 		placed, live := 0, 0
 		var names []string
 		for _, p := range members[key] {
@@ -660,7 +666,7 @@ func (w *watcher) checkGangs(now time.Time) {
 				names = append(names, p.Name+"@"+p.Spec.NodeName)
 			}
 		}
-		min := int(pg.Spec.MinMember)
+		min := pg.min
 		// A minMember above the members that exist (an edit raised it) can
 		// never be met: upstream's rule then holds the members back.
 		partial := placed > 0 && placed < min && min <= live
@@ -688,7 +694,7 @@ func (w *watcher) checkGangs(now time.Time) {
 		if d := w.t.add("gang/"+key, !exempt, w.leaderTime(), w.dt); d > gangPartialBound {
 			sort.Strings(names)
 			w.violate("gang/"+key+"/"+since.String(), "2-gang",
-				fmt.Sprintf("PodGroup %s: %d of minMember %d placed for %.0fs of leader time", key, placed, min, d.Seconds()),
+				fmt.Sprintf("PodGroup %s: %d of min %d placed for %.0fs of leader time", key, placed, min, d.Seconds()),
 				append([]string{"podgroup " + key}, names...)...)
 		}
 	}
@@ -983,8 +989,8 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 	members := map[string]int{}
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
-		if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" && p.DeletionTimestamp == nil && !terminal(p) {
-			members[p.Namespace+"/"+g]++
+		if g := gangKey(p); g != "" && p.DeletionTimestamp == nil && !terminal(p) {
+			members[g]++
 		}
 	}
 	qv := w.quotaView()
@@ -1055,7 +1061,7 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 		// it; gated pods wait for their gates.
 		key := "live/" + uid
 		req := podRequests(p)
-		if p.Labels[schedv1alpha1.PodGroupLabel] != "" || hasRequiredPodAffinity(p) || len(p.Spec.SchedulingGates) > 0 || !w.admits(qv, p.Namespace, req) {
+		if gangKey(p) != "" || hasRequiredPodAffinity(p) || len(p.Spec.SchedulingGates) > 0 || !w.admits(qv, p.Namespace, req) {
 			w.t.add(key, false, false, 0)
 			continue
 		}
@@ -1070,17 +1076,18 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 }
 
 // heldBeforeQueue: a gang member whose PodGroup does not exist or has fewer
-// live members than minMember (Coscheduling's PreEnqueue holds it).
+// live members than its min (Coscheduling's and GangScheduling's PreEnqueue
+// hold it).
 func (w *watcher) heldBeforeQueue(p *v1.Pod, members map[string]int) bool {
-	g := p.Labels[schedv1alpha1.PodGroupLabel]
-	if g == "" {
+	key := gangKey(p)
+	if key == "" {
 		return false
 	}
-	o, ok, _ := w.groups.GetByKey(p.Namespace + "/" + g)
+	g, ok := w.gangOf(p)
 	if !ok {
 		return true
 	}
-	return members[p.Namespace+"/"+g] < int(o.(*schedv1alpha1.PodGroup).Spec.MinMember)
+	return members[key] < g.min
 }
 
 // 3b. A namespace below its min with a pending pod that fits its min gets
@@ -1132,7 +1139,7 @@ func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use ma
 		p := o.(*v1.Pod)
 		key := "min/" + string(p.UID)
 		q := w.quotaOf(p.Namespace)
-		if q == nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || terminal(p) || p.Labels[schedv1alpha1.PodGroupLabel] != "" ||
+		if q == nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || terminal(p) || gangKey(p) != "" ||
 			hasRequiredPodAffinity(p) || len(p.Spec.SchedulingGates) > 0 {
 			w.t.add(key, false, false, 0)
 			continue

@@ -12,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,8 +37,11 @@ const (
 	// node; misfitCPU is what that member asks for (more than any node).
 	misfitLabel = "soak.berth.dev/misfit-gang"
 	misfitCPU   = 10_000_000
-	gpuLabel    = "nvidia.com/gpu.present"
-	gpuResource = v1.ResourceName("nvidia.com/gpu")
+	// nativeGangsGate turns Kubernetes' own gangs on (API server and
+	// replicas).
+	nativeGangsGate = "GenericWorkload=true"
+	gpuLabel        = "nvidia.com/gpu.present"
+	gpuResource     = v1.ResourceName("nvidia.com/gpu")
 	// tierLabel=batch matches all-plugins.yaml's batch-prefers-spot rule.
 	tierLabel = "tier"
 	lowPrio   = "soak-low"
@@ -74,8 +78,10 @@ type generator struct {
 	// statefulSets; gated pods waiting for ungate; bare pods ungated.
 	statefulSets []string
 	gated, bare  []string
-	ops          map[string]int
-	explainAsks  int
+	// nativeGangs: Kubernetes' own PodGroups (their pods go with them).
+	nativeGangs []string
+	ops         map[string]int
+	explainAsks int
 }
 
 func newGenerator(seed int64, c kubernetes.Interface, sp versioned.Interface, clusterCPU int64) *generator {
@@ -249,7 +255,7 @@ func (g *generator) step(ctx context.Context) (string, error) {
 	// 0.77 CPU), a Job or gang about 3.
 	target := int(g.clusterCPU / 1000 * 8 / 10 / 5)
 	grow, shrink := 1, 1
-	switch n := len(g.deployments) + len(g.jobs)/2; {
+	switch n := len(g.deployments) + (len(g.jobs)+len(g.nativeGangs))/2; {
 	case n < target*3/4:
 		grow = 6
 	case n > target:
@@ -271,6 +277,8 @@ func (g *generator) step(ctx context.Context) (string, error) {
 		{"ungate", 1, g.ungate},
 		{"delete-bare", 1 * shrink, g.deleteBare},
 		{"delete-podgroup", 1, g.deletePodGroup},
+		{"create-native-gang", 1 * grow, g.createNativeGang},
+		{"delete-native-gang", 1 * shrink, g.deleteNativeGang},
 	}
 	total := 0
 	for _, o := range ops {
@@ -482,6 +490,44 @@ func (g *generator) createGang(ctx context.Context) error {
 		g.jobs = append(g.jobs, ns+"/"+job.Name)
 	}
 	return nil
+}
+
+// createNativeGang is one of Kubernetes' own gangs (GangScheduling, the
+// GenericWorkload gate): a scheduling.k8s.io/v1beta1 PodGroup with a gang
+// policy, then its members naming it in spec.schedulingGroup, owned by it
+// (a deletion takes them with it, through the garbage collector), as a
+// workload controller creates them. They run a while and succeed.
+func (g *generator) createNativeGang(ctx context.Context) error {
+	ns, name := g.namespace(), g.name("native")
+	members := []int{2, 3, 4, 8}[g.pick(4)]
+	pg, err := g.c.SchedulingV1beta1().PodGroups(ns).Create(ctx, &schedulingv1beta1.PodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(members)}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	g.nativeGangs = append(g.nativeGangs, ns+"/"+name)
+	t := g.podTemplate(map[string]string{}, v1.RestartPolicyNever)
+	t.Annotations[sandbox.RunForAnnotation] = strconv.Itoa(10+g.pick(50)) + "s"
+	t.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
+	owner := metav1.OwnerReference{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup", Name: name, UID: pg.UID}
+	for i := range members {
+		pod := &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-" + strconv.Itoa(i), Namespace: ns, Labels: t.Labels, Annotations: t.Annotations,
+				OwnerReferences: []metav1.OwnerReference{owner}},
+			Spec: t.Spec,
+		}
+		if _, err := g.c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *generator) deleteNativeGang(ctx context.Context) error {
+	return g.deleteOne(ctx, &g.nativeGangs, func(ns string) deleter { return g.c.SchedulingV1beta1().PodGroups(ns) })
 }
 
 // choose picks an existing object of a kind (namespace, name), or "".
