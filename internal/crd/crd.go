@@ -101,8 +101,13 @@ func Served(ctx context.Context, d discovery.DiscoveryInterface, r Resource, bud
 			return false, nil
 		}
 	})
+	timedOut := err != nil && lastErr != nil && (errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err))
 	switch {
-	case err != nil && lastErr != nil && (errors.Is(err, context.DeadlineExceeded) || wait.Interrupted(err)):
+	case timedOut && (apierrors.IsForbidden(lastErr) || apierrors.IsUnauthorized(lastErr)):
+		return fmt.Errorf("%s: the API server refused discovery of %s for %s (%w) and its /readyz never said it was ready; check the scheduler's credentials and RBAC", r.Plugin, r.GroupVersion, budget, lastErr)
+	case timedOut && apierrors.IsNotFound(lastErr):
+		return fmt.Errorf("%s: the API server did not serve %s for %s (%w) and its /readyz never said it was ready; %s", r.Plugin, r.GroupVersion, budget, lastErr, hint)
+	case timedOut:
 		return fmt.Errorf("%s: the API server was not reachable within %s to check that it serves %s (last error: %w); the CRD may well be installed: check the API server and the scheduler's kubeconfig", r.Plugin, budget, r.GroupVersion, lastErr)
 	case err != nil:
 		return err
@@ -113,15 +118,18 @@ func Served(ctx context.Context, d discovery.DiscoveryInterface, r Resource, bud
 }
 
 // ready reports whether the API server says it is ready (/readyz, which
-// every client may read; a booting one may refuse even that). A server
-// without /readyz, or a discovery client without a REST client (a fake),
-// counts as ready.
+// every client may read; a booting one may refuse even that: 403, until its
+// authorizer has loaded RBAC). A server without /readyz, one that does not
+// accept the credentials, or a discovery client without a REST client (a
+// fake), counts as ready.
 func ready(ctx context.Context, d discovery.DiscoveryInterface) bool {
 	rc := d.RESTClient()
 	if v := reflect.ValueOf(rc); rc == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		return true
 	}
 	err := rc.Get().AbsPath("/readyz").Do(ctx).Error()
-	// No /readyz at all (not a kube-apiserver): nothing says it is starting.
-	return err == nil || apierrors.IsNotFound(err)
+	// No /readyz at all (not a kube-apiserver): nothing says it is
+	// starting. Credentials it does not accept (401: authentication comes
+	// before any path) are the operator's to fix, starting or not.
+	return err == nil || apierrors.IsNotFound(err) || apierrors.IsUnauthorized(err)
 }

@@ -26,6 +26,10 @@ func apiServer(t *testing.T, status int, ready *atomic.Bool, readyAfter int32) (
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/readyz":
+			if status == http.StatusUnauthorized {
+				w.WriteHeader(status)
+				return
+			}
 			if !ready.Load() {
 				http.Error(w, "[-]poststarthook/rbac/bootstrap-roles failed: not finished", http.StatusInternalServerError)
 				return
@@ -52,10 +56,7 @@ func apiServer(t *testing.T, status int, ready *atomic.Bool, readyAfter int32) (
 }
 
 func reason(status int) string {
-	if status == http.StatusForbidden {
-		return "Forbidden"
-	}
-	return "NotFound"
+	return map[int]string{http.StatusForbidden: "Forbidden", http.StatusUnauthorized: "Unauthorized", http.StatusNotFound: "NotFound"}[status]
 }
 
 // An API server that has just restarted refuses (its RBAC not yet loaded)
@@ -78,12 +79,13 @@ func TestServedWaitsForAnAPIServerThatIsStarting(t *testing.T) {
 // check fails at once, naming what to do.
 func TestServedFailsAtOnceWhenAReadyAPIServerSaysNo(t *testing.T) {
 	for status, want := range map[int]string{
-		http.StatusForbidden: "check the scheduler's credentials and RBAC",
-		http.StatusNotFound:  "install the CRD from manifests/crds/",
+		http.StatusForbidden:    "check the scheduler's credentials and RBAC",
+		http.StatusNotFound:     "install the CRD from manifests/crds/",
+		http.StatusUnauthorized: "check the scheduler's credentials and RBAC",
 	} {
 		t.Run(reason(status), func(t *testing.T) {
 			var ready atomic.Bool
-			ready.Store(true)
+			ready.Store(status != http.StatusUnauthorized) // bad credentials: /readyz says 401 too
 			d, asked := apiServer(t, status, &ready, 0)
 			start := time.Now()
 			err := Served(context.Background(), d, quotas, 30*time.Second)
@@ -94,5 +96,16 @@ func TestServedFailsAtOnceWhenAReadyAPIServerSaysNo(t *testing.T) {
 				t.Errorf("asked %d times over %s, want one answer", asked.Load(), time.Since(start))
 			}
 		})
+	}
+}
+
+// An API server that never says it is ready and keeps refusing: at the end
+// of the budget the error names what it refused, not an unreachable server.
+func TestServedNamesARefusalThatOutlastsTheBudget(t *testing.T) {
+	var ready atomic.Bool
+	d, _ := apiServer(t, http.StatusForbidden, &ready, 0)
+	err := Served(context.Background(), d, quotas, 2*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "check the scheduler's credentials and RBAC") || strings.Contains(err.Error(), "not reachable") {
+		t.Fatalf("Served = %v, want the RBAC refusal", err)
 	}
 }
