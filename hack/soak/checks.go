@@ -54,7 +54,8 @@ func (w *watcher) checkQuotaStatus(now time.Time) {
 				if p.DeletionTimestamp == nil {
 					addTo(staying, only(podRequests(p), names))
 				}
-			case p.Spec.NodeName == "" && !terminal(p) && len(p.Spec.SchedulingGates) == 0:
+			case p.Spec.NodeName == "" && !terminal(p) && len(p.Spec.SchedulingGates) == 0 && p.Labels[fitsNoNodeLabel] == "":
+				// A pod that fits no node is never reserved.
 				addTo(pending, only(podRequests(p), names))
 			}
 		}
@@ -113,7 +114,7 @@ func only(rl v1.ResourceList, names map[v1.ResourceName]bool) v1.ResourceList {
 // within gangLivenessBound of leader time, unless its spec or its quota
 // changed within settle. A gang that cannot fit whole is out of scope.
 func (w *watcher) checkGangLiveness(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse) {
-	lt := w.leaderTime()
+	lt := w.queueTime()
 	members := map[string][]*v1.Pod{}
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
@@ -465,6 +466,11 @@ func (w *watcher) nonLeaderScheduled(name string, prev, last sample, ledUntil fl
 func (w *watcher) judgeDrained() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// The liveness clocks pause while the leader catches up: one that has
+	// not caught up by the end of the drain could hide a stall.
+	if w.backlogged {
+		w.violate("drained/backlog", "9-leadership", fmt.Sprintf("the leader's active queue still held more than %d pods at the end of the drain (for %.0fs of leader time)", backlogPods, w.backlogFor.Seconds()))
+	}
 	for key, x := range w.t.m {
 		d := x.d
 		var inv, what string

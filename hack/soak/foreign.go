@@ -40,6 +40,13 @@ const (
 	foreignLabel = "soak.berth.dev/foreign"
 	// foreignEvery: how often it looks for a waiting member.
 	foreignEvery = 2 * time.Second
+	// waitedAtPermit: how long a member must have waited with its node
+	// nominated to be one waiting at Permit.
+	waitedAtPermit = 3 * time.Second
+	// raceSlack: a member bound this soon after the foreign pod on its node
+	// may have been confirmed before the foreign pod existed (ConfirmBinder
+	// lists the node's pods, then binds): a race, counted, not judged.
+	raceSlack = 2 * time.Second
 )
 
 type foreignBinder struct {
@@ -103,7 +110,7 @@ func (f *foreignBinder) step(ctx context.Context, logf func(string, ...any)) {
 		}
 		return
 	}
-	f.w.raced(m)
+	f.w.raced(m, node)
 }
 
 // freeCPU is the node's allocatable CPU less its active pods' requests, as
@@ -129,12 +136,15 @@ func (f *foreignBinder) freeCPU(ctx context.Context, node string) (resource.Quan
 	return free, nil
 }
 
-// waitingMembers: gang members waiting with a node nominated and not bound
-// (a gang that can never start excepted: it is never released), and the
-// foreign pods that finished.
+// waitingMembers: gang members that have waited with a node nominated and
+// not bound for at least waitedAtPermit (at Permit for their gang; a pod
+// nominated only for its PreBind binds at once), a gang that can never
+// start excepted (it is never released); and the foreign pods that
+// finished.
 func (w *watcher) waitingMembers() (waiting, finished []*v1.Pod) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := time.Now()
 	for _, o := range w.pods.List() {
 		p := o.(*v1.Pod)
 		switch {
@@ -142,27 +152,64 @@ func (w *watcher) waitingMembers() (waiting, finished []*v1.Pod) {
 			if terminal(p) && p.DeletionTimestamp == nil {
 				finished = append(finished, p)
 			}
-		case gangKey(p) != "" && p.Labels[misfitLabel] == "" &&
-			p.Spec.NodeName == "" && p.Status.NominatedNodeName != "" && p.DeletionTimestamp == nil:
-			waiting = append(waiting, p)
+		case gangKey(p) != "" && p.Labels[misfitLabel] == "" && p.Spec.NodeName == "" && p.DeletionTimestamp == nil:
+			if since, ok := w.nominatedSince[p.UID]; ok && now.Sub(since) >= waitedAtPermit {
+				waiting = append(waiting, p)
+			}
 		}
 	}
 	return waiting, finished
 }
 
-// raced records a foreign binding beside a waiting member: its gang may
-// stay partial while the refused member finds another node.
-func (w *watcher) raced(m *v1.Pod) {
+// raced records a foreign binding beside a waiting member on node: every
+// gang with a member waiting on that node may stay partial while its
+// refused member finds another node.
+func (w *watcher) raced(m *v1.Pod, node string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	now := time.Now()
 	w.foreignPins++
-	w.groupRaced[gangKey(m)] = time.Now()
+	w.pins[m.UID] = node
+	for _, o := range w.pods.List() {
+		if p := o.(*v1.Pod); p.Spec.NodeName == "" && p.Status.NominatedNodeName == node && gangKey(p) != "" {
+			w.groupRaced[gangKey(p)] = now
+		}
+	}
+}
+
+// pinnedBound: a member the foreign binder raced is bound, on the raced
+// node (ConfirmBinder let it bind there: the overcommit invariant judges
+// it) or elsewhere (its binding there was refused, or its gang was
+// rejected and tried again).
+func (w *watcher) pinnedBound(p *v1.Pod) {
+	node, ok := w.pins[p.UID]
+	if !ok {
+		return
+	}
+	delete(w.pins, p.UID)
+	if p.Spec.NodeName == node {
+		w.foreignSameNode++
+	} else {
+		w.foreignElsewhere++
+	}
+}
+
+// nominated keeps when each unbound pod's nominated node was first seen.
+func (w *watcher) nominated(old, p *v1.Pod) {
+	switch {
+	case p.Spec.NodeName != "" || p.Status.NominatedNodeName == "":
+		delete(w.nominatedSince, p.UID)
+	case old == nil || old.Status.NominatedNodeName != p.Status.NominatedNodeName:
+		w.nominatedSince[p.UID] = time.Now()
+	}
 }
 
 // foreignOverrun reports whether a foreign pod's arrival took node's r over
 // alloc: walking the node's active pods in the order this watcher saw them
-// bound, the first to exceed alloc is a foreign pod. A kubelet refuses such
-// a pod (OutOfcpu); KWOK's does not.
+// bound, the first to exceed alloc is a foreign pod (a kubelet refuses such
+// a pod: OutOfcpu; KWOK's does not), or a Berth pod bound within raceSlack
+// of a foreign pod. A relist (an API server restart) replays pods in key
+// order, so pods bound before one are ordered as first seen after it.
 func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.Quantity) (bool, string) {
 	var pods []*v1.Pod
 	for _, o := range w.pods.List() {
@@ -179,11 +226,22 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 	}
 	sortByBound(pods, w.boundAt)
 	sum := resource.Quantity{}
+	var lastForeign time.Time
 	for _, p := range pods {
+		if p.Labels[foreignLabel] != "" {
+			lastForeign = w.boundAt[p.UID]
+		}
 		q := podRequests(p)[r]
 		sum.Add(q)
 		if sum.Cmp(alloc) > 0 {
-			return p.Labels[foreignLabel] != "", fmt.Sprintf("%s/%s", p.Namespace, p.Name)
+			who := fmt.Sprintf("%s/%s", p.Namespace, p.Name)
+			if p.Labels[foreignLabel] != "" {
+				return true, who
+			}
+			if !lastForeign.IsZero() && w.boundAt[p.UID].Sub(lastForeign) < raceSlack {
+				return true, who + " (a race)"
+			}
+			return false, who
 		}
 	}
 	return false, ""

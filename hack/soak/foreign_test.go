@@ -36,9 +36,15 @@ func TestForeignOverrunBlamesThePodThatArrivedLast(t *testing.T) {
 	}{{
 		name: "a member bound after the foreign pod took its room",
 		pods: func(w *watcher) []*v1.Pod {
-			return []*v1.Pod{pod("old", "1", false, 0, w), pod("foreign-1", "3", true, time.Second, w), pod("member", "2", false, 2*time.Second, w)}
+			return []*v1.Pod{pod("old", "1", false, 0, w), pod("foreign-1", "3", true, time.Second, w), pod("member", "2", false, 11*time.Second, w)}
 		},
 		wantWho: "ns/member",
+	}, {
+		name: "a member bound within raceSlack of the foreign pod: confirmed before it existed",
+		pods: func(w *watcher) []*v1.Pod {
+			return []*v1.Pod{pod("old", "1", false, 0, w), pod("foreign-1", "3", true, time.Second, w), pod("member", "2", false, time.Second+raceSlack/2, w)}
+		},
+		wantForeign: true, wantWho: "ns/member (a race)",
 	}, {
 		name: "the foreign pod bound after a member took the room it read",
 		pods: func(w *watcher) []*v1.Pod {

@@ -80,6 +80,9 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	logf("kube-controller-manager")
 	if cl.cm, err = sandbox.StartControllerManager(ctx, cp, filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), sandbox.ControllerManagerOptions{
 		NodeMonitorGracePeriod: 90 * time.Second,
+		// Its PodGroup protection controller lifts the finalizer the
+		// API server's admission puts on native PodGroups.
+		ExtraArgs: []string{"--feature-gates=" + nativeGangsGate},
 	}); err != nil {
 		return nil, err
 	}
@@ -200,11 +203,11 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	loop(3*time.Second, func() {
 		// A replica that does not answer its scrape may be a starved
 		// leader: the checks go on (they would hide a stall otherwise).
-		r, known := cl.leaderKnown(soakCtx)
+		r, s, known := cl.leaderKnown(soakCtx)
 		if r == nil && !known {
 			logf("watcher: a replica did not answer its scrape; checking as if it led")
 		}
-		w.check(r != nil, known)
+		w.check(r != nil, known, s.Pending["active"])
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
 	fb := newForeignBinder(o.seed, cl.c, w)
@@ -263,8 +266,8 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	loop(500*time.Millisecond, func() { cl.supervise(drainCtx) })
 	loop(5*time.Second, func() { cl.sampleAll(drainCtx, w) })
 	loop(3*time.Second, func() {
-		r, known := cl.leaderKnown(drainCtx)
-		w.check(r != nil, known)
+		r, s, known := cl.leaderKnown(drainCtx)
+		w.check(r != nil, known, s.Pending["active"])
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
 	<-drainCtx.Done()
@@ -407,14 +410,14 @@ func (cl *cluster) logProgress(logf func(string, ...any)) {
 
 // leader is the running replica whose scrape says it leads; nil if none.
 func (cl *cluster) leader(ctx context.Context) *replica {
-	r, _ := cl.leaderKnown(ctx)
+	r, _, _ := cl.leaderKnown(ctx)
 	return r
 }
 
-// leaderKnown is leader, and whether every running replica answered its
-// scrape: a replica too starved to answer may be the leader, so "no
+// leaderKnown is leader, its scrape, and whether every running replica
+// answered its scrape: a replica too starved to answer may be the leader, so "no
 // leader" is only known when all of them said they do not lead.
-func (cl *cluster) leaderKnown(ctx context.Context) (*replica, bool) {
+func (cl *cluster) leaderKnown(ctx context.Context) (*replica, sample, bool) {
 	known := true
 	for _, r := range cl.replicas {
 		p, _ := r.current()
@@ -430,10 +433,10 @@ func (cl *cluster) leaderKnown(ctx context.Context) (*replica, bool) {
 			continue
 		}
 		if s.Leader {
-			return r, true
+			return r, s, true
 		}
 	}
-	return nil, known
+	return nil, sample{}, known
 }
 
 func (cl *cluster) stop() {

@@ -67,6 +67,17 @@ const (
 	// was observed is a bind to a deleted node (the scheduler's informer
 	// had that long to see the deletion).
 	nodeGoneSlack = 10 * time.Second
+	// backlogPods: a leader whose active queue holds more pods than this is
+	// catching up (two cores run the cluster: it schedules a few dozen pods
+	// a second under the soak). A pod in that queue waits its turn, which
+	// is slowness, not a wrong decision: the clocks of the liveness oracles
+	// (4, 3b, gang liveness, no PodScheduled condition) pause meanwhile,
+	// and a pod forgotten outside the queue is judged once the queue is
+	// short again (the drain makes it so). backlogBound: a leader that does
+	// not catch up within this much leader time is a violation (a hot loop
+	// of retries would otherwise hide behind it).
+	backlogPods  = 100
+	backlogBound = 5 * time.Minute
 )
 
 // violation is one broken invariant, with the objects involved.
@@ -111,6 +122,10 @@ type watcher struct {
 	leaderless    bool
 	leaderlessFor time.Duration
 	apiDown       bool
+	// backlogged: the leader's active queue held more than backlogPods at
+	// the last check, for backlogFor of leader time.
+	backlogged bool
+	backlogFor time.Duration
 	// disturbed: faults that can cut a leader's work short under way,
 	// since disturbedFrom; disturbedSpans: those that ended (disturbance).
 	disturbed      int
@@ -134,8 +149,15 @@ type watcher struct {
 	// overcommits its pods caused (foreign.go).
 	groupRaced                   map[string]time.Time
 	foreignPins, foreignOverruns int
-	quotaChanged                 map[string]time.Time
-	groupChanged                 map[string]time.Time
+	// pins: raced members, to the node raced; what became of them once
+	// bound; nominatedSince: when an unbound pod's nominated node was first
+	// seen.
+	pins                              map[types.UID]string
+	foreignSameNode, foreignElsewhere int
+	foreignRaces                      int
+	nominatedSince                    map[types.UID]time.Time
+	quotaChanged                      map[string]time.Time
+	groupChanged                      map[string]time.Time
 	// nodeGone: when the deletion of a node was observed.
 	nodeGone map[string]time.Time
 	// gone keeps deleted pods a while: an eviction's event arrives after
@@ -174,6 +196,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 		firstSeen: map[types.UID]time.Time{}, boundAt: map[types.UID]time.Time{},
 		refusals: map[string][]time.Time{}, refusedNodes: map[string]time.Time{},
 		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{}, groupRaced: map[string]time.Time{},
+		pins: map[types.UID]string{}, nominatedSince: map[types.UID]time.Time{},
 		quotaChanged: map[string]time.Time{}, groupChanged: map[string]time.Time{},
 		nodeGone: map[string]time.Time{}, gone: map[types.UID]gonePod{}, usedHistory: map[string][]usedSample{},
 		t: newTimers(), seenRunning: map[types.UID]bool{},
@@ -295,10 +318,12 @@ func (w *watcher) podChanged(old, p *v1.Pod) {
 			w.podsCreated++
 		}
 	}
+	w.nominated(old, p)
 	if p.Spec.NodeName != "" {
 		if _, ok := w.boundAt[p.UID]; !ok {
 			w.boundAt[p.UID] = now
 			w.podsBound++
+			w.pinnedBound(p)
 			if cond := scheduledCondition(p); cond != nil && cond.Status == v1.ConditionTrue {
 				w.latencies = append(w.latencies, cond.LastTransitionTime.Sub(p.CreationTimestamp.Time))
 			}
@@ -388,6 +413,8 @@ func (w *watcher) podDeleted(o any) {
 		w.groupLoss[g] = time.Now()
 	}
 	delete(w.firstSeen, p.UID)
+	delete(w.nominatedSince, p.UID)
+	delete(w.pins, p.UID)
 	w.gone[p.UID] = gonePod{pod: p, at: time.Now()}
 }
 
@@ -463,7 +490,7 @@ func addTo(dst, src v1.ResourceList) {
 
 // check runs every invariant once. leads: a replica said it leads;
 // known: every running replica answered its scrape.
-func (w *watcher) check(leads, known bool) {
+func (w *watcher) check(leads, known bool, active float64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
@@ -492,11 +519,26 @@ func (w *watcher) check(leads, known bool) {
 		}
 	}
 	lt := w.leaderTime()
+	w.backlogged = lt && active > backlogPods
+	if w.backlogged {
+		w.backlogFor += time.Duration(w.dt * float64(time.Second))
+	} else if lt {
+		w.backlogFor = 0
+	}
+	w.observe("9-leadership/backlog", "queue", lt)
+	if w.backlogFor > backlogBound {
+		w.violate(fmt.Sprintf("backlog/%d", int(now.Sub(w.start).Seconds())/int(backlogBound.Seconds())), "9-leadership",
+			fmt.Sprintf("the leader's active queue has held more than %d pods for %.0fs of leader time (%.0f now): it does not catch up", backlogPods, w.backlogFor.Seconds(), active))
+	}
+	qt := w.queueTime()
 	for _, inv := range []string{"1-overcommit", "3-quota/status", "7-nothing-lost/orphan", "9-leadership/leader"} {
 		w.tick(inv, true)
 	}
-	for _, inv := range []string{"2-gang", "2-gang/liveness", "3-quota/min", "4-liveness", "6-explain", "7-nothing-lost/unconditioned"} {
+	for _, inv := range []string{"2-gang", "6-explain", "9-leadership/backlog"} {
 		w.tick(inv, lt)
+	}
+	for _, inv := range []string{"2-gang/liveness", "3-quota/min", "4-liveness", "7-nothing-lost/unconditioned"} {
+		w.tick(inv, qt)
 	}
 	use := w.usage()
 	nodes := map[string]*v1.Node{}
@@ -577,6 +619,10 @@ func (w *watcher) setAPIDown(down bool) {
 // leaderTime: the bounds that need a scheduler count this check's seconds.
 func (w *watcher) leaderTime() bool { return !w.leaderless }
 
+// queueTime: the bounds of the liveness oracles count this check's seconds
+// (a leader that is not catching up on a backlog).
+func (w *watcher) queueTime() bool { return !w.leaderless && !w.backlogged }
+
 // withNominated is use plus the requests of pending pods nominated to each
 // node.
 func (w *watcher) withNominated(use map[string]*nodeUse) map[string]*nodeUse {
@@ -616,11 +662,15 @@ func (w *watcher) checkOvercommit(nodes map[string]*v1.Node, use map[string]*nod
 			}
 			if !ok || q.Cmp(alloc) > 0 {
 				if foreign, who := w.foreignOverrun(name, r, alloc); foreign {
-					// Counted once per node and resource, not judged.
+					// Counted once per pod, not judged.
 					key := "foreign-overrun/" + name + "/" + string(r) + "/" + who
 					if !w.reported[key] {
 						w.reported[key] = true
-						w.foreignOverruns++
+						if strings.HasSuffix(who, " (a race)") {
+							w.foreignRaces++
+						} else {
+							w.foreignOverruns++
+						}
 					}
 					continue
 				}
@@ -949,7 +999,7 @@ func hasRequiredPodAffinity(p *v1.Pod) bool {
 
 // 4, 6, 7: per pod.
 func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse) {
-	lt := w.leaderTime()
+	lt, qt := w.leaderTime(), w.queueTime()
 	// asked counts the pods that asked for an explanation and had a
 	// scheduling attempt (PodScheduled set) in the minute up to t.
 	type ask struct {
@@ -1052,8 +1102,8 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 		// keeps out of the queue (no PodGroup, or fewer members than
 		// minMember) is never tried, so it has none.
 		held := w.heldBeforeQueue(p, members)
-		w.observe("7-nothing-lost/unconditioned", uid, !held && lt)
-		if d := w.t.add("unconditioned/"+uid, scheduledCondition(p) == nil && !held, lt, w.dt); d > unconditionedBound {
+		w.observe("7-nothing-lost/unconditioned", uid, !held && qt)
+		if d := w.t.add("unconditioned/"+uid, scheduledCondition(p) == nil && !held, qt, w.dt); d > unconditionedBound {
 			w.violate("unconditioned/"+uid, "7-nothing-lost", fmt.Sprintf("pod %s pending %.0fs of leader time with no PodScheduled condition", id, d.Seconds()), "pod "+id)
 		}
 		// 4. Liveness: a pod that is no gang's member and depends on no
@@ -1067,9 +1117,9 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 		}
 		fits := w.nodeWithRoom(p, req, nodes, use, nil, 1, now)
 		if fits != "" {
-			w.observe("4-liveness", uid, lt)
+			w.observe("4-liveness", uid, qt)
 		}
-		if d := w.t.add(key, fits != "", lt, w.dt); d > livenessBound {
+		if d := w.t.add(key, fits != "", qt, w.dt); d > livenessBound {
 			w.violate(key, "4-liveness", fmt.Sprintf("pod %s pending %.0fs of leader time while node %s fits it (requests %s)", id, d.Seconds(), fits, resources(req)), "pod "+id, "node "+fits)
 		}
 	}
@@ -1094,7 +1144,7 @@ func (w *watcher) heldBeforeQueue(p *v1.Pod, members map[string]int) bool {
 // it within quotaMinBound, where reclaim can make room: some node's free
 // room plus what borrowers (namespaces above their min) hold there fits it.
 func (w *watcher) checkQuotaMin(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse) {
-	lt := w.leaderTime()
+	lt := w.queueTime()
 	// used: each quota namespace's use; staying: the same without pods
 	// being deleted (the plugin's borrowing test subtracts those).
 	used, staying := map[string]v1.ResourceList{}, map[string]v1.ResourceList{}

@@ -36,10 +36,14 @@ const (
 	// misfitLabel marks the pods of a gang one of whose members fits no
 	// node; misfitCPU is what that member asks for (more than any node).
 	misfitLabel = "soak.berth.dev/misfit-gang"
-	misfitCPU   = 10_000_000
+	// fitsNoNodeLabel marks that member itself.
+	fitsNoNodeLabel = "soak.berth.dev/fits-no-node"
+	misfitCPU       = 10_000_000
 	// nativeGangsGate turns Kubernetes' own gangs on (API server and
 	// replicas).
 	nativeGangsGate = "GenericWorkload=true"
+	// nativeGangLabel names a native group's members (for their deletion).
+	nativeGangLabel = "soak.berth.dev/native-gang"
 	gpuLabel        = "nvidia.com/gpu.present"
 	gpuResource     = v1.ResourceName("nvidia.com/gpu")
 	// tierLabel=batch matches all-plugins.yaml's batch-prefers-spot rule.
@@ -463,7 +467,7 @@ func (g *generator) createGang(ctx context.Context) error {
 	switch {
 	case misfit:
 		pg.Spec.MinMember++
-		misfitJob = g.jobFor(ns, name+"-misfit", 1, map[string]string{schedv1alpha1.PodGroupLabel: name, misfitLabel: "true"})
+		misfitJob = g.jobFor(ns, name+"-misfit", 1, map[string]string{schedv1alpha1.PodGroupLabel: name, misfitLabel: "true", fitsNoNodeLabel: "true"})
 		misfitJob.Spec.Template.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = *resource.NewMilliQuantity(misfitCPU, resource.DecimalSI)
 	case g.chance(0.05):
 		pg.Spec.MinResources = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(2*g.clusterCPU, resource.DecimalSI)}
@@ -494,9 +498,8 @@ func (g *generator) createGang(ctx context.Context) error {
 
 // createNativeGang is one of Kubernetes' own gangs (GangScheduling, the
 // GenericWorkload gate): a scheduling.k8s.io/v1beta1 PodGroup with a gang
-// policy, then its members naming it in spec.schedulingGroup, owned by it
-// (a deletion takes them with it, through the garbage collector), as a
-// workload controller creates them. They run a while and succeed.
+// policy, then its members naming it in spec.schedulingGroup and owned by
+// it, as a workload controller creates them. They run a while and succeed.
 func (g *generator) createNativeGang(ctx context.Context) error {
 	ns, name := g.namespace(), g.name("native")
 	members := []int{2, 3, 4, 8}[g.pick(4)]
@@ -509,7 +512,7 @@ func (g *generator) createNativeGang(ctx context.Context) error {
 		return err
 	}
 	g.nativeGangs = append(g.nativeGangs, ns+"/"+name)
-	t := g.podTemplate(map[string]string{}, v1.RestartPolicyNever)
+	t := g.podTemplate(map[string]string{nativeGangLabel: name}, v1.RestartPolicyNever)
 	t.Annotations[sandbox.RunForAnnotation] = strconv.Itoa(10+g.pick(50)) + "s"
 	t.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
 	owner := metav1.OwnerReference{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup", Name: name, UID: pg.UID}
@@ -526,8 +529,21 @@ func (g *generator) createNativeGang(ctx context.Context) error {
 	return nil
 }
 
+// deleteNativeGang deletes a native group's pods, then the group (as a
+// workload controller tears one down): the group's protection finalizer
+// waits for its pods to end, and the garbage collector would wait for the
+// group to go before it deleted them.
 func (g *generator) deleteNativeGang(ctx context.Context) error {
-	return g.deleteOne(ctx, &g.nativeGangs, func(ns string) deleter { return g.c.SchedulingV1beta1().PodGroups(ns) })
+	ns, name, i := g.choose(g.nativeGangs)
+	if name == "" {
+		return nil
+	}
+	g.nativeGangs = remove(g.nativeGangs, i)
+	if err := g.c.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: nativeGangLabel + "=" + name}); err != nil {
+		return err
+	}
+	return ignoreNotFound(g.c.SchedulingV1beta1().PodGroups(ns).Delete(ctx, name, metav1.DeleteOptions{}))
 }
 
 // choose picks an existing object of a kind (namespace, name), or "".
