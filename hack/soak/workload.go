@@ -503,18 +503,23 @@ func (g *generator) createGang(ctx context.Context) error {
 func (g *generator) createNativeGang(ctx context.Context) error {
 	ns, name := g.namespace(), g.name("native")
 	members := []int{2, 3, 4, 8}[g.pick(4)]
+	t := g.podTemplate(map[string]string{nativeGangLabel: name}, v1.RestartPolicyNever)
+	t.Annotations[sandbox.RunForAnnotation] = strconv.Itoa(10+g.pick(50)) + "s"
+	t.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
+	// The group's priority is its members' (upstream's PodGroup cycle
+	// refuses a group whose pods' priority differs from its own).
 	pg, err := g.c.SchedulingV1beta1().PodGroups(ns).Create(ctx, &schedulingv1beta1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
-			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(members)}}},
+		Spec: schedulingv1beta1.PodGroupSpec{
+			PriorityClassName: t.Spec.PriorityClassName,
+			SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+				Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(members)}},
+		},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return err
 	}
 	g.nativeGangs = append(g.nativeGangs, ns+"/"+name)
-	t := g.podTemplate(map[string]string{nativeGangLabel: name}, v1.RestartPolicyNever)
-	t.Annotations[sandbox.RunForAnnotation] = strconv.Itoa(10+g.pick(50)) + "s"
-	t.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
 	owner := metav1.OwnerReference{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup", Name: name, UID: pg.UID}
 	for i := range members {
 		pod := &v1.Pod{
@@ -529,10 +534,6 @@ func (g *generator) createNativeGang(ctx context.Context) error {
 	return nil
 }
 
-// deleteNativeGang deletes a native group's pods, then the group (as a
-// workload controller tears one down): the group's protection finalizer
-// waits for its pods to end, and the garbage collector would wait for the
-// group to go before it deleted them.
 func (g *generator) deleteNativeGang(ctx context.Context) error {
 	ns, name, i := g.choose(g.nativeGangs)
 	if name == "" {
