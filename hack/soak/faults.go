@@ -158,9 +158,11 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		delay := hold + 5*time.Second
 		logf("fault leader-partition: %s's traffic held %s for %s", r.name, delay, 2*delay)
 		f.leaseFault(true)
+		f.w.slowPath(true)
 		r.proxy.Delay(delay)
 		f.later(kind+"/"+r.name, 2*delay, func() {
 			f.leaseFault(false)
+			f.w.slowPath(false)
 			r.proxy.Delay(0)
 			logf("fault leader-partition: %s's path restored", r.name)
 		})
@@ -168,11 +170,13 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		delay := time.Duration(1+f.rng.IntN(4)) * time.Second
 		logf("fault slow-api: %s of latency each way on the replicas' requests for %s", delay, 2*hold)
 		f.leaseFault(true)
+		f.w.slowPath(true)
 		for _, r := range f.cl.replicas {
 			r.proxy.Delay(delay)
 		}
 		f.later(kind, 2*hold, func() {
 			f.leaseFault(false)
+			f.w.slowPath(false)
 			for _, r := range f.cl.replicas {
 				r.proxy.Delay(0)
 			}

@@ -208,7 +208,7 @@ func (w *watcher) nominated(old, p *v1.Pod) {
 // alloc: walking the node's active pods in the order this watcher saw them
 // bound, the first to exceed alloc is a foreign pod (a kubelet refuses such
 // a pod: OutOfcpu; KWOK's does not), or a Berth pod bound within raceSlack
-// of a foreign pod. A relist (an API server restart) replays pods in key
+// of a foreign pod or while a fault slowed or held the replicas' path. A relist (an API server restart) replays pods in key
 // order, so pods bound before one are ordered as first seen after it.
 func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.Quantity) (bool, string) {
 	var pods []*v1.Pod
@@ -238,7 +238,9 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 			if p.Labels[foreignLabel] != "" {
 				return true, who
 			}
-			if !lastForeign.IsZero() && w.boundAt[p.UID].Sub(lastForeign) < raceSlack {
+			// A slow or held path (slow-api, leader-partition) stretches
+			// the list-then-bind window by its delays.
+			if !lastForeign.IsZero() && (w.boundAt[p.UID].Sub(lastForeign) < raceSlack || w.slowAt(w.boundAt[p.UID])) {
 				return true, who + " (a race)"
 			}
 			return false, who
@@ -251,4 +253,39 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 // bound at its start, before it recorded any, first).
 func sortByBound(pods []*v1.Pod, boundAt map[types.UID]time.Time) {
 	sort.SliceStable(pods, func(i, j int) bool { return boundAt[pods[i].UID].Before(boundAt[pods[j].UID]) })
+}
+
+// slowPath marks a fault that delays the replicas' path (slow-api,
+// leader-partition) beginning or ending.
+func (w *watcher) slowPath(begins bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if begins {
+		if w.slowing == 0 {
+			w.slowFrom = now
+		}
+		w.slowing++
+		return
+	}
+	if w.slowing > 0 {
+		w.slowing--
+	}
+	if w.slowing == 0 {
+		// A request sent just before the end still takes its delays.
+		w.slowSpans = append(w.slowSpans, [2]time.Time{w.slowFrom, now.Add(10 * time.Second)})
+	}
+}
+
+// slowAt reports whether t fell while the replicas' path was slowed or held.
+func (w *watcher) slowAt(t time.Time) bool {
+	if w.slowing > 0 && !t.Before(w.slowFrom) {
+		return true
+	}
+	for _, s := range w.slowSpans {
+		if !t.Before(s[0]) && !t.After(s[1]) {
+			return true
+		}
+	}
+	return false
 }

@@ -99,3 +99,32 @@ func TestUseChartConfigConfirmsEveryBinding(t *testing.T) {
 		t.Errorf("config still says WhenTight:\n%s", out)
 	}
 }
+
+// A backlog is measured from its first long reading until the queue stays
+// short for backlogShort: a short reading inside it, an unread queue (the
+// leader too busy to answer its scrape) or a leaderless spell does not end
+// it.
+func TestBacklogEndsOnlyWhenTheQueueStaysShort(t *testing.T) {
+	w := &watcher{}
+	step := 3 * time.Second
+	for range 20 {
+		w.noteQueue(true, step, 500)
+	}
+	w.noteQueue(true, step, 10)  // one short reading
+	w.noteQueue(true, step, -1)  // the scrape failed
+	w.noteQueue(false, step, -1) // no leader
+	w.noteQueue(true, step, 400)
+	if want := 23 * step; w.backlogFor != want || !w.backlogged {
+		t.Fatalf("backlogFor %s, backlogged %v; want %s, true", w.backlogFor, w.backlogged, want)
+	}
+	for elapsed := time.Duration(0); elapsed < backlogShort-step; elapsed += step {
+		w.noteQueue(true, step, 10)
+	}
+	if w.backlogFor == 0 || w.backlogged {
+		t.Fatalf("backlog ended after %s short (backlogFor %s)", backlogShort-step, w.backlogFor)
+	}
+	w.noteQueue(true, step, 10)
+	if w.backlogFor != 0 {
+		t.Fatalf("backlog still counted (%s) after the queue stayed short for %s", w.backlogFor, backlogShort)
+	}
+}

@@ -207,7 +207,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		if r == nil && !known {
 			logf("watcher: a replica did not answer its scrape; checking as if it led")
 		}
-		w.check(r != nil, known, s.Pending["active"])
+		w.check(r != nil, known, queueOf(r, s))
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
 	fb := newForeignBinder(o.seed, cl.c, w)
@@ -267,7 +267,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	loop(5*time.Second, func() { cl.sampleAll(drainCtx, w) })
 	loop(3*time.Second, func() {
 		r, s, known := cl.leaderKnown(drainCtx)
-		w.check(r != nil, known, s.Pending["active"])
+		w.check(r != nil, known, queueOf(r, s))
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
 	<-drainCtx.Done()
@@ -406,6 +406,15 @@ func (cl *cluster) logProgress(logf func(string, ...any)) {
 			r.name, last.Pending["active"], last.Pending["backoff"], last.Pending["unschedulable"], last.Pending["gated"],
 			rate("scheduled"), rate("unschedulable"), rate("error"))
 	}
+}
+
+// queueOf is the leader's active queue from its scrape, or -1 when no
+// leader answered (the watcher keeps what it knew).
+func queueOf(r *replica, s sample) float64 {
+	if r == nil {
+		return -1
+	}
+	return s.Pending["active"]
 }
 
 // leader is the running replica whose scrape says it leads; nil if none.

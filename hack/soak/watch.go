@@ -78,6 +78,9 @@ const (
 	// of retries would otherwise hide behind it).
 	backlogPods  = 100
 	backlogBound = 5 * time.Minute
+	// backlogShort: a backlog ends when the queue has stayed short this
+	// long (one short reading in a long backlog does not end it).
+	backlogShort = 30 * time.Second
 )
 
 // violation is one broken invariant, with the objects involved.
@@ -123,9 +126,10 @@ type watcher struct {
 	leaderlessFor time.Duration
 	apiDown       bool
 	// backlogged: the leader's active queue held more than backlogPods at
-	// the last check, for backlogFor of leader time.
-	backlogged bool
-	backlogFor time.Duration
+	// the last check that read it; backlogFor: leader time since it last
+	// stayed short for backlogShort; shortFor: how long it has been short.
+	backlogged           bool
+	backlogFor, shortFor time.Duration
 	// disturbed: faults that can cut a leader's work short under way,
 	// since disturbedFrom; disturbedSpans: those that ended (disturbance).
 	disturbed      int
@@ -152,6 +156,11 @@ type watcher struct {
 	// pins: raced members, to the node raced; what became of them once
 	// bound; nominatedSince: when an unbound pod's nominated node was first
 	// seen.
+	// slowing, slowFrom, slowSpans: faults that delay the replicas' path
+	// (foreign.go's race window).
+	slowing                           int
+	slowFrom                          time.Time
+	slowSpans                         [][2]time.Time
 	pins                              map[types.UID]string
 	foreignSameNode, foreignElsewhere int
 	foreignRaces                      int
@@ -490,6 +499,8 @@ func addTo(dst, src v1.ResourceList) {
 
 // check runs every invariant once. leads: a replica said it leads;
 // known: every running replica answered its scrape.
+// active is the leader's active queue, or -1 when no leader answered its
+// scrape (a starved leader: the last reading stands).
 func (w *watcher) check(leads, known bool, active float64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -519,12 +530,7 @@ func (w *watcher) check(leads, known bool, active float64) {
 		}
 	}
 	lt := w.leaderTime()
-	w.backlogged = lt && active > backlogPods
-	if w.backlogged {
-		w.backlogFor += time.Duration(w.dt * float64(time.Second))
-	} else if lt {
-		w.backlogFor = 0
-	}
+	w.noteQueue(lt, time.Duration(w.dt*float64(time.Second)), active)
 	w.observe("9-leadership/backlog", "queue", lt)
 	if w.backlogFor > backlogBound {
 		w.violate(fmt.Sprintf("backlog/%d", int(now.Sub(w.start).Seconds())/int(backlogBound.Seconds())), "9-leadership",
@@ -614,6 +620,28 @@ func (w *watcher) setAPIDown(down bool) {
 	w.mu.Lock()
 	w.apiDown = down
 	w.mu.Unlock()
+}
+
+// noteQueue follows the leader's backlog over dt (lt: some replica led):
+// active is its active queue, or -1 when unread (the last reading stands).
+// A backlog lasts from the first long reading until the queue has stayed
+// short for backlogShort.
+func (w *watcher) noteQueue(lt bool, dt time.Duration, active float64) {
+	if active >= 0 {
+		w.backlogged = active > backlogPods
+	}
+	switch {
+	case !lt:
+		// No leader: the backlog neither grows nor ends.
+	case w.backlogged:
+		w.backlogFor += dt
+		w.shortFor = 0
+	case w.backlogFor > 0:
+		w.backlogFor += dt
+		if w.shortFor += dt; w.shortFor >= backlogShort {
+			w.backlogFor, w.shortFor = 0, 0
+		}
+	}
 }
 
 // leaderTime: the bounds that need a scheduler count this check's seconds.
@@ -1104,7 +1132,7 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 		held := w.heldBeforeQueue(p, members)
 		w.observe("7-nothing-lost/unconditioned", uid, !held && qt)
 		if d := w.t.add("unconditioned/"+uid, scheduledCondition(p) == nil && !held, qt, w.dt); d > unconditionedBound {
-			w.violate("unconditioned/"+uid, "7-nothing-lost", fmt.Sprintf("pod %s pending %.0fs of leader time with no PodScheduled condition", id, d.Seconds()), "pod "+id)
+			w.violate("unconditioned/"+uid, "7-nothing-lost", fmt.Sprintf("pod %s pending %.0fs of queue time with no PodScheduled condition", id, d.Seconds()), "pod "+id)
 		}
 		// 4. Liveness: a pod that is no gang's member and depends on no
 		// other pod, which its quota admits, is bound when a node fits
@@ -1120,7 +1148,7 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 			w.observe("4-liveness", uid, qt)
 		}
 		if d := w.t.add(key, fits != "", qt, w.dt); d > livenessBound {
-			w.violate(key, "4-liveness", fmt.Sprintf("pod %s pending %.0fs of leader time while node %s fits it (requests %s)", id, d.Seconds(), fits, resources(req)), "pod "+id, "node "+fits)
+			w.violate(key, "4-liveness", fmt.Sprintf("pod %s pending %.0fs of queue time while node %s fits it (requests %s)", id, d.Seconds(), fits, resources(req)), "pod "+id, "node "+fits)
 		}
 	}
 }
