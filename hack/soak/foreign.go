@@ -39,10 +39,10 @@ const (
 	// foreignLabel marks the foreign binder's pods.
 	foreignLabel = "soak.berth.dev/foreign"
 	// foreignEvery: how often it looks for a waiting member.
-	foreignEvery = 2 * time.Second
+	foreignEvery = time.Second
 	// waitedAtPermit: how long a member must have waited with its node
 	// nominated to be one waiting at Permit.
-	waitedAtPermit = 3 * time.Second
+	waitedAtPermit = time.Second
 	// raceSlack: a member bound this soon after the foreign pod on its node
 	// may have been confirmed before the foreign pod existed (ConfirmBinder
 	// lists the node's pods, then binds): a race, counted, not judged.

@@ -52,6 +52,11 @@ const (
 	// refusalTTL is AdmissionFeedback's (manifests/examples/all-plugins.yaml
 	// keeps the default).
 	refusalTTL = 5 * time.Minute
+	// refusalInFlight: a pod bound this long after a refusal was seen was
+	// decided after it (2 s for the scheduler's informer, and
+	// ConfirmBinder's default confirmTimeout, 5 s, which bounds the wait
+	// for its per-node lock and confirmation before the bind).
+	refusalInFlight = 7 * time.Second
 	// settle: after an object's own spec change (its quota, its
 	// PodGroup) the clocks of the checks that depend on it pause this long
 	// (the scheduler learns of a change within a second or two).
@@ -369,12 +374,15 @@ func (w *watcher) podChanged(old, p *v1.Pod) {
 		ref := metav1.GetControllerOf(p)
 		if ref != nil {
 			key := string(ref.UID) + "|" + p.Spec.NodeName
-			// Only a pod bound after an earlier refusal was visible counts:
-			// pods bound before it are in flight, and a refusing node
-			// looks empty to every scheduler.
+			// Only a pod decided after an earlier refusal was visible
+			// counts: a refusing node looks empty to every scheduler, and
+			// a pod decided before is in flight until it is bound, which
+			// ConfirmBinder's per-node confirmation (its lock and checks,
+			// within confirmTimeout) can make seconds later. A pod bound
+			// while the replicas' path was slowed is not judged.
 			bound, ok := w.boundAt[p.UID]
 			for _, t := range w.refusals[key] {
-				if ok && bound.After(t.Add(2*time.Second)) && now.Sub(t) < refusalTTL {
+				if ok && bound.After(t.Add(refusalInFlight)) && !w.slowAt(bound) && now.Sub(t) < refusalTTL {
 					w.violate("refusal/"+key+"/"+string(p.UID), "5-admission-feedback",
 						fmt.Sprintf("a second refusal of %s %s's pods by node %s %.0fs after the last, within the refusal TTL (%s)", ref.Kind, ref.Name, p.Spec.NodeName, now.Sub(t).Seconds(), refusalTTL),
 						"pod "+p.Namespace+"/"+p.Name, "node "+p.Spec.NodeName)
