@@ -1106,7 +1106,10 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 			// A pod held before the queue (a scheduling gate, a
 			// PreEnqueue plugin: PodScheduled False, SchedulingGated) has
 			// had no scheduling cycle to explain.
-			if cond := scheduledCondition(p); cond != nil && cond.Reason != v1.PodReasonSchedulingGated {
+			// A cycle that ended in an error (SchedulerError: a plugin's
+			// Error, a fenced binding) decided nothing: Explain explains
+			// decisions (placed, or unschedulable at PostFilter).
+			if cond := scheduledCondition(p); cond != nil && cond.Reason != v1.PodReasonSchedulingGated && cond.Reason != v1.PodReasonSchedulerError {
 				// A pod bound during a fault may have been bound after
 				// Explain's write timed out (documented: the bind goes
 				// on), and the next leader does not explain bound pods.
