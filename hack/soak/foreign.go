@@ -256,36 +256,13 @@ func sortByBound(pods []*v1.Pod, boundAt map[types.UID]time.Time) {
 }
 
 // slowPath marks a fault that delays the replicas' path (slow-api,
-// leader-partition) beginning or ending.
+// leader-partition) beginning or ending: a request sent just before the
+// end still takes its delays.
 func (w *watcher) slowPath(begins bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
-	if begins {
-		if w.slowing == 0 {
-			w.slowFrom = now
-		}
-		w.slowing++
-		return
-	}
-	if w.slowing > 0 {
-		w.slowing--
-	}
-	if w.slowing == 0 {
-		// A request sent just before the end still takes its delays.
-		w.slowSpans = append(w.slowSpans, [2]time.Time{w.slowFrom, now.Add(10 * time.Second)})
-	}
+	w.slowed.mark(begins, time.Now(), 10*time.Second)
 }
 
 // slowAt reports whether t fell while the replicas' path was slowed or held.
-func (w *watcher) slowAt(t time.Time) bool {
-	if w.slowing > 0 && !t.Before(w.slowFrom) {
-		return true
-	}
-	for _, s := range w.slowSpans {
-		if !t.Before(s[0]) && !t.After(s[1]) {
-			return true
-		}
-	}
-	return false
-}
+func (w *watcher) slowAt(t time.Time) bool { return w.slowed.at(t, 0) }

@@ -128,3 +128,21 @@ func TestBacklogEndsOnlyWhenTheQueueStaysShort(t *testing.T) {
 		t.Fatalf("backlog still counted (%s) after the queue stayed short for %s", w.backlogFor, backlogShort)
 	}
 }
+
+// Overlapping faults make one span, which ends linger after the last.
+func TestSpansMergeOverlappingFaults(t *testing.T) {
+	var s spans
+	t0 := time.Unix(1000, 0)
+	s.mark(true, t0, 0)
+	s.mark(true, t0.Add(5*time.Second), 0)
+	s.mark(false, t0.Add(8*time.Second), 10*time.Second)
+	if !s.at(t0.Add(9*time.Second), 0) {
+		t.Error("not within a span while the second fault is under way")
+	}
+	s.mark(false, t0.Add(12*time.Second), 10*time.Second)
+	for at, want := range map[time.Duration]bool{-2 * time.Second: false, -500 * time.Millisecond: true, 15 * time.Second: true, 23 * time.Second: false} {
+		if got := s.at(t0.Add(at), time.Second); got != want {
+			t.Errorf("at(t0%+v) = %v, want %v", at, got, want)
+		}
+	}
+}

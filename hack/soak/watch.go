@@ -135,11 +135,8 @@ type watcher struct {
 	// stayed short for backlogShort; shortFor: how long it has been short.
 	backlogged           bool
 	backlogFor, shortFor time.Duration
-	// disturbed: faults that can cut a leader's work short under way,
-	// since disturbedFrom; disturbedSpans: those that ended (disturbance).
-	disturbed      int
-	disturbedFrom  time.Time
-	disturbedSpans [][2]time.Time
+	// disturbed: faults that can cut a leader's work short (disturbance).
+	disturbed spans
 	// created and bound times per pod UID, for latency and liveness.
 	firstSeen map[types.UID]time.Time
 	boundAt   map[types.UID]time.Time
@@ -153,25 +150,23 @@ type watcher struct {
 	// (by namespace) or a PodGroup's spec last changed.
 	groupLoss    map[string]time.Time
 	partialSince map[string]time.Time
+	quotaChanged map[string]time.Time
+	groupChanged map[string]time.Time
 	// groupRaced: when the foreign binder last bound beside a waiting
 	// member of a PodGroup; foreignPins, foreignOverruns: its bindings, and
 	// overcommits its pods caused (foreign.go).
 	groupRaced                   map[string]time.Time
 	foreignPins, foreignOverruns int
+	// slowed: faults that delay the replicas' path (foreign.go's race
+	// window, AdmissionFeedback's in-flight pods).
+	slowed spans
 	// pins: raced members, to the node raced; what became of them once
-	// bound; nominatedSince: when an unbound pod's nominated node was first
-	// seen.
-	// slowing, slowFrom, slowSpans: faults that delay the replicas' path
-	// (foreign.go's race window).
-	slowing                           int
-	slowFrom                          time.Time
-	slowSpans                         [][2]time.Time
+	// bound (foreignRaces: bound within the race window); nominatedSince:
+	// when an unbound pod's nominated node was first seen.
 	pins                              map[types.UID]string
 	foreignSameNode, foreignElsewhere int
 	foreignRaces                      int
 	nominatedSince                    map[types.UID]time.Time
-	quotaChanged                      map[string]time.Time
-	groupChanged                      map[string]time.Time
 	// nodeGone: when the deletion of a node was observed.
 	nodeGone map[string]time.Time
 	// gone keeps deleted pods a while: an eviction's event arrives after
@@ -590,20 +585,7 @@ func (w *watcher) check(leads, known bool, active float64) {
 func (w *watcher) disturbance(begins bool, linger time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Now()
-	if begins {
-		if w.disturbed == 0 {
-			w.disturbedFrom = now
-		}
-		w.disturbed++
-		return
-	}
-	if w.disturbed > 0 {
-		w.disturbed--
-	}
-	if w.disturbed == 0 {
-		w.disturbedSpans = append(w.disturbedSpans, [2]time.Time{w.disturbedFrom, now.Add(disturbanceLinger + linger)})
-	}
+	w.disturbed.mark(begins, time.Now(), disturbanceLinger+linger)
 }
 
 // disturbanceLinger: a fault's effects on in-flight work last this long
@@ -611,12 +593,41 @@ func (w *watcher) disturbance(begins bool, linger time.Duration) {
 const disturbanceLinger = 10 * time.Second
 
 // disturbedAt: t fell within a disturbance (or its linger).
-func (w *watcher) disturbedAt(t time.Time) bool {
-	if w.disturbed > 0 && !t.Before(w.disturbedFrom) {
+func (w *watcher) disturbedAt(t time.Time) bool { return w.disturbed.at(t, time.Second) }
+
+// spans records periods that faults open and close, overlapping ones
+// merged: open counts those under way since from; done are the ended ones.
+type spans struct {
+	open int
+	from time.Time
+	done [][2]time.Time
+}
+
+// mark opens a span, or closes one; the last to close ends the merged span
+// linger after now.
+func (s *spans) mark(begins bool, now time.Time, linger time.Duration) {
+	if begins {
+		if s.open == 0 {
+			s.from = now
+		}
+		s.open++
+		return
+	}
+	if s.open > 0 {
+		s.open--
+	}
+	if s.open == 0 {
+		s.done = append(s.done, [2]time.Time{s.from, now.Add(linger)})
+	}
+}
+
+// at reports whether t fell within a span, counting lead before its start.
+func (s *spans) at(t time.Time, lead time.Duration) bool {
+	if s.open > 0 && !t.Before(s.from) {
 		return true
 	}
-	for _, s := range w.disturbedSpans {
-		if !t.Before(s[0].Add(-time.Second)) && !t.After(s[1]) {
+	for _, d := range s.done {
+		if !t.Before(d[0].Add(-lead)) && !t.After(d[1]) {
 			return true
 		}
 	}
