@@ -752,12 +752,16 @@ func (w *watcher) checkGangs(now time.Time) {
 	for _, pg := range w.gangs() {
 		key := pg.key
 		placed, live := 0, 0
+		// never: a live member fits no node, so the gang could never have
+		// been released whole.
+		never := false
 		var names []string
 		for _, p := range members[key] {
 			if p.DeletionTimestamp != nil || p.Status.Phase == v1.PodFailed {
 				continue
 			}
 			live++
+			never = never || p.Labels[fitsNoNodeLabel] != ""
 			if p.Spec.NodeName != "" {
 				placed++
 				names = append(names, p.Name+"@"+p.Spec.NodeName)
@@ -785,8 +789,10 @@ func (w *watcher) checkGangs(now time.Time) {
 		// Or the foreign binder took a waiting member's room: ConfirmBinder
 		// refuses that member's binding after its gang was released, and
 		// it finds another node (foreign.go).
-		exempt := !w.groupLoss[key].Before(since.Add(-gangPartialBound)) || !w.groupChanged[key].Before(since.Add(-gangPartialBound)) ||
-			!w.groupRaced[key].Before(since.Add(-gangPartialBound)) || w.disturbedAt(since)
+		// A gang one of whose members fits no node was never releasable
+		// (unless its min changed): only a spec change spares it.
+		exempt := !w.groupChanged[key].Before(since.Add(-gangPartialBound)) || !never &&
+			(!w.groupLoss[key].Before(since.Add(-gangPartialBound)) || !w.groupRaced[key].Before(since.Add(-gangPartialBound)) || w.disturbedAt(since))
 		w.observe("2-gang", key, !exempt && w.leaderTime())
 		if d := w.t.add("gang/"+key, !exempt, w.leaderTime(), w.dt); d > gangPartialBound {
 			sort.Strings(names)

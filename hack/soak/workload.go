@@ -84,6 +84,8 @@ type generator struct {
 	gated, bare  []string
 	// nativeGangs: Kubernetes' own PodGroups (their pods go with them).
 	nativeGangs []string
+	// gangsMade: scheduler-plugins gangs created.
+	gangsMade   int
 	ops         map[string]int
 	explainAsks int
 }
@@ -446,7 +448,7 @@ func (g *generator) createJob(ctx context.Context) error {
 
 // createGang is a PodGroup and a Job whose pods are its members: random
 // minMember and timeout, sometimes minResources, sometimes a gang bigger
-// than the cluster (minResources twice its CPU), and sometimes a gang one
+// than the cluster (minResources twice its CPU), and every fourth a gang one
 // of whose members fits no node (a second Job of one pod asking for more
 // CPU than any node has): it must never start, so none of its members may
 // be bound (a gang released one short binds all but that one).
@@ -454,7 +456,9 @@ func (g *generator) createGang(ctx context.Context) error {
 	ns, name := g.namespace(), g.name("gang")
 	members := int32([]int{2, 3, 4, 8, 16}[g.pick(5)])
 	labels := map[string]string{schedv1alpha1.PodGroupLabel: name}
-	misfit := g.chance(0.2)
+	// Every fourth gang (the second, the sixth, ...): a short soak has some.
+	g.gangsMade++
+	misfit := g.gangsMade%4 == 2
 	if misfit {
 		labels[misfitLabel] = "true"
 	}
