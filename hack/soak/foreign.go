@@ -92,7 +92,9 @@ func (f *foreignBinder) step(ctx context.Context, logf func(string, ...any)) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "foreign-" + strconv.Itoa(f.seq), Namespace: freeNamespace,
 			Labels:      map[string]string{foreignLabel: "true"},
-			Annotations: map[string]string{sandbox.RunForAnnotation: strconv.Itoa(20+f.rng.IntN(20)) + "s"},
+			// It outlives the member's wait: a gang waiting for room is
+			// often released tens of seconds later.
+			Annotations: map[string]string{sandbox.RunForAnnotation: strconv.Itoa(120+f.rng.IntN(120)) + "s"},
 		},
 		Spec: v1.PodSpec{
 			NodeName:      node,
