@@ -312,7 +312,9 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 	// The namespace's use when the preemption decided, generously: its
 	// pods not being deleted, every pod a preemption evicted within
 	// evictionWindow of this one (a victim of this round or a concurrent
-	// one), this victim, and its pending pods nominated to a node.
+	// one), this victim, and its pending pods nominated to a node then (a
+	// gang member held at Permit counts in the plugin's use; its
+	// nomination is cleared when its gang is released or rejected).
 	before := v1.ResourceList{}
 	counted := map[types.UID]bool{}
 	evictedNear := func(uid types.UID) bool {
@@ -328,7 +330,7 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 		p := o.(*v1.Pod)
 		switch {
 		case active(p) && (p.DeletionTimestamp == nil || evictedNear(p.UID) || preemptedRecently(p, ev.at)):
-		case p.Spec.NodeName == "" && p.Status.NominatedNodeName != "" && p.DeletionTimestamp == nil && !terminal(p):
+		case p.Spec.NodeName == "" && w.nominatedAround(p, ev.at, evictionWindow) && p.DeletionTimestamp == nil && !terminal(p):
 		default:
 			continue
 		}

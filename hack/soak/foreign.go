@@ -91,7 +91,7 @@ func (f *foreignBinder) step(ctx context.Context, logf func(string, ...any)) {
 	pod := &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "foreign-" + strconv.Itoa(f.seq), Namespace: freeNamespace,
-			Labels:      map[string]string{foreignLabel: "true"},
+			Labels: map[string]string{foreignLabel: "true"},
 			// It outlives the member's wait: a gang waiting for room is
 			// often released tens of seconds later.
 			Annotations: map[string]string{sandbox.RunForAnnotation: strconv.Itoa(120+f.rng.IntN(120)) + "s"},
@@ -196,14 +196,32 @@ func (w *watcher) pinnedBound(p *v1.Pod) {
 	}
 }
 
-// nominated keeps when each unbound pod's nominated node was first seen.
+// nominated keeps when each unbound pod's nominated node was first seen,
+// and when a nomination that did not end in a bind was last seen.
 func (w *watcher) nominated(old, p *v1.Pod) {
 	switch {
-	case p.Spec.NodeName != "" || p.Status.NominatedNodeName == "":
+	case p.Spec.NodeName != "":
+		delete(w.nominatedSince, p.UID)
+		delete(w.nominationEnded, p.UID)
+	case p.Status.NominatedNodeName == "":
+		if _, ok := w.nominatedSince[p.UID]; ok {
+			w.nominationEnded[p.UID] = time.Now()
+		}
 		delete(w.nominatedSince, p.UID)
 	case old == nil || old.Status.NominatedNodeName != p.Status.NominatedNodeName:
 		w.nominatedSince[p.UID] = time.Now()
 	}
+}
+
+// nominatedAround: p was pending with a node nominated at some time in
+// [t-window, now] (a gang member held at Permit is reserved, and counts in
+// its quota's use, until it is released; its nomination is cleared then).
+func (w *watcher) nominatedAround(p *v1.Pod, t time.Time, window time.Duration) bool {
+	if p.Status.NominatedNodeName != "" {
+		return true
+	}
+	ended, ok := w.nominationEnded[p.UID]
+	return ok && !ended.Before(t.Add(-window))
 }
 
 // foreignOverrun reports whether a foreign pod's arrival took node's r over

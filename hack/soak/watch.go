@@ -167,6 +167,7 @@ type watcher struct {
 	foreignSameNode, foreignElsewhere int
 	foreignRaces                      int
 	nominatedSince                    map[types.UID]time.Time
+	nominationEnded                   map[types.UID]time.Time
 	// nodeGone: when the deletion of a node was observed.
 	nodeGone map[string]time.Time
 	// gone keeps deleted pods a while: an eviction's event arrives after
@@ -205,7 +206,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 		firstSeen: map[types.UID]time.Time{}, boundAt: map[types.UID]time.Time{},
 		refusals: map[string][]time.Time{}, refusedNodes: map[string]time.Time{},
 		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{}, groupRaced: map[string]time.Time{},
-		pins: map[types.UID]string{}, nominatedSince: map[types.UID]time.Time{},
+		pins: map[types.UID]string{}, nominatedSince: map[types.UID]time.Time{}, nominationEnded: map[types.UID]time.Time{},
 		quotaChanged: map[string]time.Time{}, groupChanged: map[string]time.Time{},
 		nodeGone: map[string]time.Time{}, gone: map[types.UID]gonePod{}, usedHistory: map[string][]usedSample{},
 		t: newTimers(), seenRunning: map[types.UID]bool{},
@@ -426,6 +427,7 @@ func (w *watcher) podDeleted(o any) {
 	}
 	delete(w.firstSeen, p.UID)
 	delete(w.nominatedSince, p.UID)
+	delete(w.nominationEnded, p.UID)
 	delete(w.pins, p.UID)
 	w.gone[p.UID] = gonePod{pod: p, at: time.Now()}
 }
