@@ -463,6 +463,11 @@ func (g *generator) createGang(ctx context.Context) error {
 		labels[misfitLabel] = "true"
 	}
 	j := g.jobFor(ns, name, members, labels)
+	if misfit {
+		// Its members do not crash: a gang with fewer live members than
+		// its min is not judged, and this one must be, all along.
+		delete(j.Spec.Template.Labels, sandbox.CrashLabel)
+	}
 	pg := &schedv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec:       schedv1alpha1.PodGroupSpec{MinMember: members, ScheduleTimeoutSeconds: ptr.To(int32(30 + g.pick(90)))},
