@@ -217,9 +217,12 @@ func (o *explainOptions) runPending(ctx context.Context, c kubernetes.Interface,
 	fmt.Fprintln(w, head)
 	for _, rw := range rows {
 		rejected := rejectedBy(rw.r.Rejections)
-		if rw.r.PodGroup != "" {
+		switch {
+		case rw.r.PodGroup != "":
 			// A group member's reason is its group's (explain POD prints it).
 			rejected = "pod group " + rw.r.PodGroup
+		case rw.r.Rejection != "":
+			rejected = "placed, not bound"
 		}
 		cells := []string{rw.pod.Name, rw.r.Profile, strconv.Itoa(rw.r.Nodes), rejected, nearest(rw.r.Nearest),
 			explainedAgo(rw.r.Time.Time)}
@@ -350,6 +353,9 @@ func printTable(out io.Writer, pod string, r *explain.Result) error {
 	case r.PodGroup != "":
 		fmt.Fprintf(w, "Pod %s is pending with its pod group %s (profile %s, at %s).\n", pod, r.PodGroup, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"))
 		fmt.Fprintf(w, "Scheduler: %s\n", r.GroupFailure)
+	case r.Rejection != "":
+		fmt.Fprintf(w, "Pod %s is pending: a cycle placed it and it was not bound (profile %s, at %s).\n", pod, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"))
+		fmt.Fprintf(w, "Scheduler: %s\n", r.Rejection)
 	default:
 		fmt.Fprintf(w, "Pod %s fits none of %d nodes (profile %s, at %s).\n", pod, r.Nodes, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"))
 		if len(r.Nearest) > 0 {

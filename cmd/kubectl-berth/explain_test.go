@@ -53,6 +53,21 @@ Scheduler: pod group is unschedulable, minCount (4) cannot be satisfied: 3 sched
 	}
 }
 
+func TestPrintTablePlacedNotBound(t *testing.T) {
+	r := &explain.Result{Profile: "berth-all", Time: metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)), Outcome: explain.OutcomePending, Nodes: 3,
+		Rejection: "0/3 nodes are available: 1 pod group ml/trainer: 3/4 members placed, gang timed out."}
+	var out strings.Builder
+	if err := printTable(&out, "ml/trainer-0", r); err != nil {
+		t.Fatal(err)
+	}
+	want := `Pod ml/trainer-0 is pending: a cycle placed it and it was not bound (profile berth-all, at 2026-12-01T12:00:00Z).
+Scheduler: 0/3 nodes are available: 1 pod group ml/trainer: 3/4 members placed, gang timed out.
+`
+	if out.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 func TestHowToAsk(t *testing.T) {
 	for _, tc := range []struct {
 		node  string

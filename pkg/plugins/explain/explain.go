@@ -174,6 +174,14 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 		// A group member's reason is written once per change: one that
 		// asks after it failed is explained from the reason it has.
 		pl.explainPendingMember(logger, n, msg)
+	} else if msg := unscheduled(n); n.Spec.SchedulingGroup == nil && msg != "" && msg != unscheduled(o) {
+		// A pod a cycle placed and then did not bind (rejected at
+		// Permit, its binding failed): no PostFilter saw it. One whose
+		// cycle's PostFilter explained it was remembered then, so this
+		// finds it explained within repeatPending and leaves it. Not on
+		// starting to ask: the activated cycle explains that pod, and
+		// would find it explained here.
+		pl.explainPendingMember(logger, n, msg)
 	}
 	if !startsAsking {
 		return
@@ -195,6 +203,12 @@ func groupFailure(p *v1.Pod) string {
 	if p.Spec.SchedulingGroup == nil || p.Spec.SchedulingGroup.PodGroupName == nil {
 		return ""
 	}
+	return unscheduled(p)
+}
+
+// unscheduled is the message of the pod's PodScheduled=False condition
+// ("" if it has none).
+func unscheduled(p *v1.Pod) string {
 	for _, c := range p.Status.Conditions {
 		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
 			return c.Message
@@ -203,14 +217,20 @@ func groupFailure(p *v1.Pod) string {
 	return ""
 }
 
-// explainPendingMember explains a member of a Kubernetes PodGroup that the
-// group's cycle could not place whole. That cycle runs no per-pod
-// PostFilter, and a PodGroupPostFilter plugin is given none of the members'
-// statuses: the explanation is the scheduler's own message, which it writes
-// on the member when the cycle ends (the member that failed gets its filter
-// message, the others the group's). The pod informer calls this when the
-// message changes; the rules of a pending pod's explanation apply (asking,
-// the namespaces, once every repeatPending, the budget).
+// explainPendingMember explains, in the scheduler's own words (the message
+// it writes in the pod's PodScheduled=False condition when the cycle ends),
+// a pending pod that no PostFilter saw:
+//   - a member of a Kubernetes PodGroup that the group's cycle could not
+//     place whole. That cycle runs no per-pod PostFilter, and a
+//     PodGroupPostFilter plugin is given none of the members' statuses (the
+//     member that failed gets its filter message, the others the group's);
+//   - a pod a cycle placed and then did not bind: a Permit plugin rejected
+//     it (a Coscheduling gang member whose gang timed out or was released),
+//     or its binding failed (ConfirmBinder refused the node).
+//
+// The pod informer calls this when the message changes; the rules of a
+// pending pod's explanation apply (asking, the namespaces, once every
+// repeatPending, the budget).
 func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg string) {
 	if pod.Spec.SchedulerName != pl.fh.ProfileName() || !pl.wants(pod) {
 		return
@@ -222,7 +242,7 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 		// A handler may run late: an update the store has moved past (the
 		// member was bound since, or failed again) is not explained.
 		cur, err := pl.pods.Pods(pod.Namespace).Get(pod.Name)
-		if err != nil || cur.UID != pod.UID || cur.Spec.NodeName != "" || groupFailure(cur) != msg {
+		if err != nil || cur.UID != pod.UID || cur.Spec.NodeName != "" || unscheduled(cur) != msg {
 			return
 		}
 	}
@@ -241,10 +261,17 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 		}
 	}
 	r := pl.newResult(OutcomePending, nodes)
-	r.PodGroup = pod.Namespace + "/" + *pod.Spec.SchedulingGroup.PodGroupName
-	r.GroupFailure = truncate(msg, maxGroupFailure)
+	summary := ""
+	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+		r.PodGroup = pod.Namespace + "/" + *sg.PodGroupName
+		r.GroupFailure = truncate(msg, maxGroupFailure)
+		summary = fmt.Sprintf("pending with its pod group %s: %s", r.PodGroup, r.GroupFailure)
+	} else {
+		r.Rejection = truncate(msg, maxGroupFailure)
+		summary = "pending, placed but not bound: " + r.Rejection
+	}
 	pl.rememberPending(pod.UID, now)
-	pl.out.enqueue(ctx, pod, r, fmt.Sprintf("pending with its pod group %s: %s", r.PodGroup, r.GroupFailure))
+	pl.out.enqueue(ctx, pod, r, summary)
 }
 
 // maxGroupFailure bounds the scheduler's message kept in a result.

@@ -174,6 +174,62 @@ profiles:
 	}
 }
 
+// A pod that a cycle placed and a Permit plugin then rejected (a gang
+// member Coscheduling held until its gang timed out, or released) never
+// reaches PostFilter: it is explained as pending in the scheduler's words,
+// from its PodScheduled condition. Seen in the 30-minute soak as gang
+// members that asked and had no explanation.
+func TestAPodRejectedAtPermitIsExplained(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: rejecting
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Explain
+      - name: RejectsAtPermit
+`
+	c := writingClusterWith(t, config, frameworkruntime.Registry{"RejectsAtPermit": func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+		return rejectsAtPermit{}, nil
+	}})
+	p := st.MakePod().Namespace("a").Name("held").UID("held").SchedulerName("rejecting").Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).
+		Annotation(AnnotationRequest, "true").Obj()
+	if _, err := c.Client.CoreV1().Pods("a").Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var r *Result
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := c.Client.CoreV1().Pods("a").Get(ctx, "held", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if raw := got.Annotations[AnnotationResult]; raw != "" {
+			r = &Result{}
+			if err := json.Unmarshal([]byte(raw), r); err != nil {
+				return false, err
+			}
+			return r.Outcome == OutcomePending, nil
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("the pod rejected at Permit was not explained as pending (last result %+v): %v", r, err)
+	}
+	if !strings.Contains(r.Rejection, rejectedAtPermit) {
+		t.Errorf("rejection %q: want the scheduler's message, with %q", r.Rejection, rejectedAtPermit)
+	}
+}
+
+const rejectedAtPermit = "the test's Permit rejects every pod"
+
+// rejectsAtPermit rejects every pod at Permit.
+type rejectsAtPermit struct{}
+
+func (rejectsAtPermit) Name() string { return "RejectsAtPermit" }
+func (rejectsAtPermit) Permit(context.Context, fwk.CycleState, *v1.Pod, string) (*fwk.Status, time.Duration) {
+	return fwk.NewStatus(fwk.Unschedulable, rejectedAtPermit), 0
+}
+
 func init() {
 	// No leader election in these tests: write once synced. Set before any
 	// test starts (as the other plugins' tests do): a test's scheduler
@@ -188,15 +244,25 @@ func init() {
 // election in these tests, needs no grace.
 func writingCluster(t *testing.T, config string) *podgroupcycle.Cluster {
 	t.Helper()
+	return writingClusterWith(t, config, nil)
+}
+
+// writingClusterWith is writingCluster with more out-of-tree plugins.
+func writingClusterWith(t *testing.T, config string, more frameworkruntime.Registry) *podgroupcycle.Cluster {
+	t.Helper()
 	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "2", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
 	var pl *Explain
-	c := podgroupcycle.New(t, config, frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	reg := frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		p, err := New(ctx, obj, h)
 		if err == nil {
 			pl = p.(*Explain)
 		}
 		return p, err
-	}}, n1)
+	}}
+	for name, f := range more {
+		reg[name] = f
+	}
+	c := podgroupcycle.New(t, config, reg, n1)
 	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return pl.leader.Allowed(), nil
 	}); err != nil {

@@ -44,6 +44,11 @@ type Result struct {
 	// whole, why, in the scheduler's words (the member's PodScheduled
 	// condition: its own filter message, or the group's).
 	GroupFailure string `json:"groupFailure,omitempty"`
+	// Rejection is, for a pod a cycle placed and then did not bind (a
+	// Permit plugin rejected it: a gang member whose gang timed out or was
+	// released; its binding failed), why, in the scheduler's words (its
+	// PodScheduled condition). No PostFilter ran for it.
+	Rejection string `json:"rejection,omitempty"`
 	// Nodes is how many nodes the cycle's snapshot held.
 	Nodes int `json:"nodes"`
 	// Placed is set for a pod the cycle placed (explained at Reserve).
