@@ -38,22 +38,30 @@ import (
 const (
 	// foreignLabel marks the foreign binder's pods.
 	foreignLabel = "soak.berth.dev/foreign"
-	// foreignEvery: how often it looks for a waiting member.
-	foreignEvery = time.Second
+	// foreignEvery: how often it looks for a waiting member (and times the
+	// API, see probe).
+	foreignEvery = 500 * time.Millisecond
+	// foreignGap: at most one foreign pod this often.
+	foreignGap = time.Second
 	// waitedAtPermit: how long a member must have waited with its node
 	// nominated to be one waiting at Permit.
-	waitedAtPermit = time.Second
+	waitedAtPermit = 500 * time.Millisecond
 	// raceSlack: a member bound this soon after the foreign pod on its node
 	// may have been confirmed before the foreign pod existed (ConfirmBinder
-	// lists the node's pods, then binds): a race, counted, not judged.
+	// lists the node's pods, then binds): a race, counted, not judged. The
+	// window grows by the API's latency at the time (raceWindow).
 	raceSlack = 2 * time.Second
+	// latencyAround: how far from a binding a probe's latency stretches its
+	// race window.
+	latencyAround = 15 * time.Second
 )
 
 type foreignBinder struct {
-	c   kubernetes.Interface
-	w   *watcher
-	rng *rand.Rand
-	seq int
+	c    kubernetes.Interface
+	w    *watcher
+	rng  *rand.Rand
+	seq  int
+	last time.Time // the last foreign pod's creation
 }
 
 func newForeignBinder(seed int64, c kubernetes.Interface, w *watcher) *foreignBinder {
@@ -69,7 +77,13 @@ func (f *foreignBinder) step(ctx context.Context, logf func(string, ...any)) {
 			logf("foreign binder: deleting %s: %v", p.Name, err)
 		}
 	}
-	if len(waiting) == 0 {
+	if len(waiting) == 0 || time.Since(f.last) < foreignGap {
+		// Time the API anyway: what a confirmation costs now.
+		if node := f.w.anyNode(f.rng); node != "" {
+			if _, err := f.freeCPU(ctx, node); err != nil && ctx.Err() == nil {
+				logf("foreign binder: timing the API on node %s: %v", node, err)
+			}
+		}
 		return
 	}
 	m := waiting[f.rng.IntN(len(waiting))]
@@ -112,12 +126,16 @@ func (f *foreignBinder) step(ctx context.Context, logf func(string, ...any)) {
 		}
 		return
 	}
+	f.last = time.Now()
 	f.w.raced(m, node)
 }
 
 // freeCPU is the node's allocatable CPU less its active pods' requests, as
-// the API has them now.
+// the API has them now. Its reads are ConfirmBinder's (a node GET, a LIST
+// of the node's pods): their latency is recorded (probe).
 func (f *foreignBinder) freeCPU(ctx context.Context, node string) (resource.Quantity, error) {
+	start := time.Now()
+	defer func() { f.w.probe(start, time.Since(start)) }()
 	n, err := f.c.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if err != nil {
 		return resource.Quantity{}, err
@@ -227,8 +245,9 @@ func (w *watcher) nominatedAround(p *v1.Pod, t time.Time, window time.Duration) 
 // foreignOverrun reports whether a foreign pod's arrival took node's r over
 // alloc: walking the node's active pods in the order this watcher saw them
 // bound, the first to exceed alloc is a foreign pod (a kubelet refuses such
-// a pod: OutOfcpu; KWOK's does not), or a Berth pod bound within raceSlack
-// of a foreign pod or while a fault slowed or held the replicas' path. A relist (an API server restart) replays pods in key
+// a pod: OutOfcpu; KWOK's does not), or a Berth pod bound within the race
+// window of a foreign pod (raceWindow) or while a fault slowed or held the
+// replicas' path. A relist (an API server restart) replays pods in key
 // order, so pods bound before one are ordered as first seen after it.
 func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.Quantity) (bool, string) {
 	var pods []*v1.Pod
@@ -260,7 +279,7 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 			}
 			// A slow or held path (slow-api, leader-partition) stretches
 			// the list-then-bind window by its delays.
-			if !lastForeign.IsZero() && (w.boundAt[p.UID].Sub(lastForeign) < raceSlack || w.slowAt(w.boundAt[p.UID])) {
+			if bound := w.boundAt[p.UID]; !lastForeign.IsZero() && (bound.Sub(lastForeign) < w.raceWindow(bound) || w.slowAt(bound)) {
 				return true, who + " (a race)"
 			}
 			return false, who
@@ -286,3 +305,50 @@ func (w *watcher) slowPath(begins bool) {
 
 // slowAt reports whether t fell while the replicas' path was slowed or held.
 func (w *watcher) slowAt(t time.Time) bool { return w.slowed.at(t, 0) }
+
+// probe records how long the API took, at start, to answer ConfirmBinder's
+// reads (a node GET and a LIST of its pods); samples older than twice
+// latencyAround are dropped.
+func (w *watcher) probe(start time.Time, d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.readLatencies = append(w.readLatencies, latencySample{at: start, d: d})
+	cut := 0
+	for cut < len(w.readLatencies) && start.Sub(w.readLatencies[cut].at) > 2*latencyAround {
+		cut++
+	}
+	w.readLatencies = w.readLatencies[cut:]
+	if d > w.maxLatency {
+		w.maxLatency = d
+	}
+}
+
+type latencySample struct {
+	at time.Time
+	d  time.Duration
+}
+
+// raceWindow: how long after a foreign pod a Berth binding at t may still
+// have been confirmed before that pod existed. ConfirmBinder reads (a GET,
+// a LIST), then posts the binding: a third round trip. Under load (a
+// starved API server at 1,000 nodes) those take seconds, so the window is
+// raceSlack plus twice the slowest read timed within latencyAround of t.
+// Caller holds w.mu.
+func (w *watcher) raceWindow(t time.Time) time.Duration {
+	var slowest time.Duration
+	for _, s := range w.readLatencies {
+		if s.at.After(t.Add(-latencyAround)) && s.at.Before(t.Add(latencyAround)) && s.d > slowest {
+			slowest = s.d
+		}
+	}
+	return raceSlack + 2*slowest
+}
+
+// anyNode: a node to time the API on.
+func (w *watcher) anyNode(rng *rand.Rand) string {
+	keys := w.nodes.ListKeys()
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[rng.IntN(len(keys))]
+}

@@ -46,6 +46,20 @@ func TestForeignOverrunBlamesThePodThatArrivedLast(t *testing.T) {
 		},
 		wantForeign: true, wantWho: "ns/member (a race)",
 	}, {
+		name: "a member bound 4s after the foreign pod while the API took 1.5s to read: a race",
+		pods: func(w *watcher) []*v1.Pod {
+			w.readLatencies = []latencySample{{at: start.Add(3 * time.Second), d: 1500 * time.Millisecond}}
+			return []*v1.Pod{pod("old", "1", false, 0, w), pod("foreign-1", "3", true, time.Second, w), pod("member", "2", false, 5*time.Second, w)}
+		},
+		wantForeign: true, wantWho: "ns/member (a race)",
+	}, {
+		name: "a member bound 4s after the foreign pod, the API slow only long before: judged",
+		pods: func(w *watcher) []*v1.Pod {
+			w.readLatencies = []latencySample{{at: start.Add(-latencyAround - 2*time.Second), d: 5 * time.Second}}
+			return []*v1.Pod{pod("old", "1", false, 0, w), pod("foreign-1", "3", true, time.Second, w), pod("member", "2", false, 5*time.Second, w)}
+		},
+		wantWho: "ns/member",
+	}, {
 		name: "the foreign pod bound after a member took the room it read",
 		pods: func(w *watcher) []*v1.Pod {
 			return []*v1.Pod{pod("old", "1", false, 0, w), pod("member", "2", false, time.Second, w), pod("foreign-1", "3", true, 2*time.Second, w)}

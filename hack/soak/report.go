@@ -40,10 +40,14 @@ type report struct {
 	// member; ForeignOverruns: nodes its pods overcommitted (foreign.go).
 	ForeignBindings int `json:"foreignBindings"`
 	ForeignOverruns int `json:"foreignOverruns"`
-	// ForeignRaces: members bound within raceSlack of the foreign pod on
-	// their node (not judged); the raced members bound later on the raced
-	// node (judged by 1) and elsewhere (refused there, or tried again).
+	// ForeignRaces: members bound within the race window of the foreign
+	// pod on their node (not judged); the raced members bound later on the
+	// raced node (judged by 1) and elsewhere (refused there, or tried
+	// again). SlowestRead: the slowest of ConfirmBinder's reads the foreign
+	// binder timed (the race window is raceSlack plus twice the slowest
+	// read near the binding).
 	ForeignRaces     int     `json:"foreignRaces"`
+	SlowestReadSecs  float64 `json:"slowestReadSeconds"`
 	ForeignSameNode  int     `json:"foreignRacedBoundSameNode"`
 	ForeignElsewhere int     `json:"foreignRacedBoundElsewhere"`
 	PDBEvictions     int     `json:"pdbEvictions"`
@@ -104,6 +108,7 @@ func buildReport(o options, g *generator, f *faults, w *watcher, cl *cluster, op
 	r.Evictions, r.PDBEvictions, r.Mutant, r.DrainMinutes = w.evictions, w.pdbEvictions, o.mutant, o.drain.Minutes()
 	r.ForeignBindings, r.ForeignOverruns = w.foreignPins, w.foreignOverruns
 	r.ForeignRaces, r.ForeignSameNode, r.ForeignElsewhere = w.foreignRaces, w.foreignSameNode, w.foreignElsewhere
+	r.SlowestReadSecs = w.maxLatency.Seconds()
 	for _, v := range r.Violations {
 		if r.FirstViolation == nil {
 			r.FirstViolation = map[string]float64{}
@@ -197,8 +202,8 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %d |\n", k.Kind, k.Count)
 	}
 	fmt.Fprintf(&b, "\nEvictions (upstream's Preempted events): %d, of them %d of a PodDisruptionBudget's protected pods.\n", r.Evictions, r.PDBEvictions)
-	fmt.Fprintf(&b, "\nForeign bindings beside a gang member waiting at Permit (ConfirmBinder must refuse the member): %d; of those members, bound later on the raced node %d (the overcommit invariant judges them), elsewhere %d; overcommits the foreign pod itself caused (arrived last; a kubelet refuses it) %d, and races (a member bound within %s of the foreign pod: counted, not judged) %d.\n",
-		r.ForeignBindings, r.ForeignSameNode, r.ForeignElsewhere, r.ForeignOverruns, raceSlack, r.ForeignRaces)
+	fmt.Fprintf(&b, "\nForeign bindings beside a gang member waiting at Permit (ConfirmBinder must refuse the member): %d; of those members, bound later on the raced node %d (the overcommit invariant judges them), elsewhere %d; overcommits the foreign pod itself caused (arrived last; a kubelet refuses it) %d, and races (a member bound within %s, plus twice the slowest node GET and pod LIST timed within %s, of the foreign pod: counted, not judged) %d. The slowest such read took %.2fs.\n",
+		r.ForeignBindings, r.ForeignSameNode, r.ForeignElsewhere, r.ForeignOverruns, raceSlack, latencyAround, r.ForeignRaces, r.SlowestReadSecs)
 	b.WriteString("\n## Invariants: how much each was evaluated\n\nObject-seconds in scope (an object in the state the invariant judges) and evaluated (not within the object's own grace, and for bounds that need a scheduler, while a replica led); events for the invariants judged at an event. The drain (" + fmt.Sprintf("%g", r.DrainMinutes) + " min, faults healed, no new work) is included.\n\n| invariant | on (share of the run) | objects judged | in scope (object-s) | evaluated (object-s) | events (judged) | share evaluated |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, inv := range r.Invariants {
 		ev := ""

@@ -160,6 +160,11 @@ type watcher struct {
 	// slowed: faults that delay the replicas' path (foreign.go's race
 	// window, AdmissionFeedback's in-flight pods).
 	slowed spans
+	// readLatencies: the API's latency for ConfirmBinder's reads, as the
+	// foreign binder timed them (foreign.go's race window); maxLatency the
+	// slowest.
+	readLatencies []latencySample
+	maxLatency    time.Duration
 	// pins: raced members, to the node raced; what became of them once
 	// bound (foreignRaces: bound within the race window); nominatedSince:
 	// when an unbound pod's nominated node was first seen.
