@@ -73,6 +73,12 @@ type Explain struct {
 	// time.Time); forgotten when it is bound or deleted, or asks anew.
 	lastPending   sync.Map
 	pendingStores atomic.Uint64
+	// unreserved: pods a cycle placed and then did not bind (Unreserve:
+	// rejected at Permit, binding failed), UID → the writer's number at
+	// Unreserve; the pod informer explains those from the message the
+	// scheduler then writes (explainPendingMember). PostFilter, a new
+	// placement and the pod's deletion drop the mark.
+	unreserved sync.Map
 	// leader: whether this process schedules (explainPendingMember runs
 	// from the pod informer, which every replica runs); nil: always.
 	leader *leadership.Writer
@@ -146,6 +152,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 				if p, _, err := schedutil.As[*v1.Pod](obj, nil); err == nil && p != nil {
 					pl.forgetAsked(p.UID)
 					pl.out.forget(p.UID)
+					pl.unreserved.Delete(p.UID)
 				}
 			},
 		}); err != nil {
@@ -173,15 +180,17 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 	if msg := groupFailure(n); msg != "" && (msg != groupFailure(o) || startsAsking) {
 		// A group member's reason is written once per change: one that
 		// asks after it failed is explained from the reason it has.
-		pl.explainPendingMember(logger, n, msg)
+		pl.explainPendingMember(logger, n, msg, 0)
 	} else if msg := unscheduled(n); n.Spec.SchedulingGroup == nil && msg != "" && msg != unscheduled(o) {
 		// A pod a cycle placed and then did not bind (rejected at
-		// Permit, its binding failed): no PostFilter saw it. One whose
-		// cycle's PostFilter explained it was remembered then, so this
-		// finds it explained within repeatPending and leaves it. Not on
-		// starting to ask: the activated cycle explains that pod, and
-		// would find it explained here.
-		pl.explainPendingMember(logger, n, msg)
+		// Permit, its binding failed: Unreserve marked it): no
+		// PostFilter saw it. A pod that fit nowhere has no mark (its
+		// PostFilter explains it, or chose not to). Not on starting to
+		// ask: the activated cycle explains that pod.
+		if at, ok := pl.unreserved.Load(n.UID); ok {
+			pl.explainPendingMember(logger, n, msg, at.(uint64))
+			pl.unreserved.CompareAndDelete(n.UID, at)
+		}
 	}
 	if !startsAsking {
 		return
@@ -231,7 +240,10 @@ func unscheduled(p *v1.Pod) string {
 // The pod informer calls this when the message changes; the rules of a
 // pending pod's explanation apply (asking, the namespaces, once every
 // repeatPending, the budget).
-func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg string) {
+//
+// seq numbers the explanation as of the pod's Unreserve (0: now), so that a
+// placement after it supersedes it in the writer's queue.
+func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg string, seq uint64) {
 	if pod.Spec.SchedulerName != pl.fh.ProfileName() || !pl.wants(pod) {
 		return
 	}
@@ -271,7 +283,7 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 		summary = "pending, placed but not bound: " + r.Rejection
 	}
 	pl.rememberPending(pod.UID, now)
-	pl.out.enqueue(ctx, pod, r, summary)
+	pl.out.enqueueAs(ctx, pod, r, summary, seq)
 }
 
 // maxGroupFailure bounds the scheduler's message kept in a result.
@@ -434,7 +446,10 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		// First: whether or not this placement is explained. A PodGroup
 		// cycle's try is no placement (it may be reverted): the binding's
 		// Reserve marks it, and until then a pending explanation stands.
-		pl.out.placing(pod.UID)
+		// A pod unreserved before: the rejection explanation its
+		// informer handler may still queue is older than this placement.
+		_, unreserved := pl.unreserved.LoadAndDelete(pod.UID)
+		pl.out.placing(pod.UID, unreserved)
 	}
 	s := explaining(state)
 	if s == nil {
@@ -497,12 +512,18 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 // Unreserve drops the placement's explanation, not yet written: the pod is
 // not bound there. A PodGroup cycle's revert of a member it tried keeps
 // the try's explanation for the binding's Reserve.
-func (pl *Explain) Unreserve(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ string) {
+func (pl *Explain) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
 	if s := explaining(state); s != nil {
 		s.placed = nil
 		if !state.IsPodGroupSchedulingCycle() {
 			s.tried = nil
 		}
+	}
+	// A placement that will not be bound (a Permit plugin rejected it, or
+	// its binding failed): explained from the scheduler's message, if it
+	// asks (podUpdated). A PodGroup cycle's revert of a try is none.
+	if !state.IsPodGroupSchedulingCycle() && pl.wants(pod) {
+		pl.unreserved.Store(pod.UID, pl.out.next())
 	}
 }
 
@@ -541,6 +562,9 @@ func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		// Not marked (PreFilter never ran) and does not ask.
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
+	// This cycle's failure is explained here (or not, by the rules
+	// below), not by an earlier Unreserve's mark.
+	pl.unreserved.Delete(pod.UID)
 	// A pending pod is retried every backoff: its explanation is renewed
 	// once every repeatPending at most, which spends no budget meanwhile.
 	now := pl.now()

@@ -220,6 +220,72 @@ profiles:
 	}
 }
 
+// A pod that fits no node keeps the explanation its PostFilter wrote (the
+// nodes that rejected it, the nearest): only a pod Unreserve marked is
+// explained from the scheduler's message.
+func TestAPodThatFitsNoNodeKeepsItsPostFilterExplanation(t *testing.T) {
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: plain
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Explain
+`
+	c := writingClusterWith(t, config, nil)
+	p := st.MakePod().Namespace("a").Name("big").UID("big").SchedulerName("plain").Req(map[v1.ResourceName]string{v1.ResourceCPU: "8"}).
+		Annotation(AnnotationRequest, "true").Obj()
+	if _, err := c.Client.CoreV1().Pods("a").Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Unschedulable(t, []*v1.Pod{p}, "Insufficient cpu") {
+		t.Fatal("the pod has no PodScheduled=False condition")
+	}
+	result := func(ctx context.Context) (*Result, error) {
+		got, err := c.Client.CoreV1().Pods("a").Get(ctx, "big", metav1.GetOptions{})
+		if err != nil || got.Annotations[AnnotationResult] == "" {
+			return nil, err
+		}
+		r := &Result{}
+		return r, json.Unmarshal([]byte(got.Annotations[AnnotationResult]), r)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		r, err := result(ctx)
+		return r != nil, err
+	}); err != nil {
+		t.Fatalf("not explained: %v", err)
+	}
+	// The condition's update has reached the informer (Unschedulable saw
+	// it): the explanation must stay PostFilter's.
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		r, err := result(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Rejection != "" || len(r.Rejections) == 0 {
+			t.Fatalf("explanation %+v: want PostFilter's (the nodes that rejected it), no rejection message", r)
+		}
+	}
+}
+
+// A rejection explained late (its informer handler ran after the next
+// cycle's Reserve) is numbered as of its Unreserve, so that placement
+// supersedes it and the writer drops it.
+func TestALateRejectionIsSupersededByThePlacementAfterIt(t *testing.T) {
+	w := &writer{}
+	atUnreserve := w.next()
+	w.placing("p", false)
+	if w.superseded(item{pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "p"}}, seq: atUnreserve}) {
+		t.Fatal("a placement of a pod with nothing queued and no Unreserve before marked it")
+	}
+	w.placing("p", true)
+	if !w.superseded(item{pod: &v1.Pod{ObjectMeta: metav1.ObjectMeta{UID: "p"}}, seq: atUnreserve}) {
+		t.Error("the rejection numbered at Unreserve is not superseded by the placement after it")
+	}
+}
+
 const rejectedAtPermit = "the test's Permit rejects every pod"
 
 // rejectsAtPermit rejects every pod at Permit.

@@ -78,8 +78,12 @@ func (w *writer) next() uint64 { return w.seq.Add(1) }
 // placing marks that the pod is placed, in its Reserve (the scheduling
 // cycle), explained or not: what is queued for it from earlier cycles is
 // stale from now on.
-func (w *writer) placing(uid types.UID) {
-	if _, ok := w.queued.Load(uid); ok {
+//
+// unreserved: the pod was placed and unreserved before, so an explanation
+// of that rejection may still be queued later, numbered as of the
+// Unreserve: mark the placement either way.
+func (w *writer) placing(uid types.UID, unreserved bool) {
+	if _, ok := w.queued.Load(uid); ok || unreserved {
 		w.placed.Store(uid, w.next())
 	}
 }
@@ -98,8 +102,17 @@ func (w *writer) superseded(it item) bool {
 
 // enqueue hands an explanation over, never blocking.
 func (w *writer) enqueue(ctx context.Context, pod *v1.Pod, r *Result, summary string) {
+	w.enqueueAs(ctx, pod, r, summary, 0)
+}
+
+// enqueueAs is enqueue with the explanation numbered seq (0: the next
+// number): one made from an earlier moment than now.
+func (w *writer) enqueueAs(ctx context.Context, pod *v1.Pod, r *Result, summary string, seq uint64) {
 	explanations.WithLabelValues(r.Outcome).Inc()
-	it := item{pod: pod, result: r, summary: summary, seq: w.next()}
+	if seq == 0 {
+		seq = w.next()
+	}
+	it := item{pod: pod, result: r, summary: summary, seq: seq}
 	w.queued.Store(pod.UID, it.seq) // before the writer can take it
 	select {
 	case w.queue <- it:
