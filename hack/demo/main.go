@@ -86,28 +86,23 @@ func run(ctx context.Context, bins binaries, assets string, timeout time.Duratio
 		}
 	}()
 
-	// metrics-server's network namespace first: KWOK serves the nodes'
-	// kubelet endpoints on the host's address there.
+	// metrics-server registered first (it starts once KWOK's nodes are
+	// Ready); KWOK serves the nodes' kubelet endpoints on 127.0.0.1, where
+	// it scrapes them.
 	metrics, err := prepareMetrics(ctx, env, bins.metricsServer)
 	if err != nil {
 		return err
 	}
-	kwokIP := "127.0.0.1"
-	if metrics == nil {
-		demoPods = withoutScenario(demoPods, metricsScenario)
-	} else {
-		kwokIP = metrics.Netns.HostIP
-		defer func() {
-			step("stopping metrics-server and removing its network namespace %s", metrics.Netns.Name)
-			metrics.Close()
-		}()
-	}
+	defer func() {
+		step("stopping metrics-server")
+		metrics.Close()
+	}()
 
 	// The real ReplicaSet controller and KWOK's kubelets for the
 	// AdmissionFeedback and metrics scenarios (internal/sandbox, as the
 	// suites run them).
 	step("starting kube-controller-manager (ServiceAccount and ReplicaSet controllers) and KWOK (simulated kubelets)")
-	cm, kwok, err := sandbox.StartRefusalSubstrate(ctx, env, assets, bins.kwok, bins.kwokCRDs, kwokIP)
+	cm, kwok, err := sandbox.StartRefusalSubstrate(ctx, env, assets, bins.kwok, bins.kwokCRDs, "127.0.0.1")
 	if err != nil {
 		return err
 	}

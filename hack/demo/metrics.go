@@ -12,10 +12,8 @@ import (
 // LoadAware's MetricsAPI scenario, the path production runs: each node's
 // kubelet (KWOK's) reports its pods' usage, the real metrics-server scrapes it,
 // kube-apiserver's aggregation layer serves it as metrics.k8s.io, and the
-// scheduler lists NodeMetrics with its own kubeconfig. metrics-server runs
-// in a network namespace of its own (the aggregator cannot reach an
-// endpoint on loopback), which needs root: without, the scenario is skipped
-// and says why.
+// scheduler lists NodeMetrics with its own kubeconfig. metrics-server
+// listens on loopback behind an ExternalName Service: any user runs it.
 const metricsScenario = "loadaware-metrics"
 
 var (
@@ -50,16 +48,10 @@ var metricsPods = []demoPod{
 		why: "only hot-1 has 3.5 CPU unrequested, and its measured usage is over the 80% threshold"},
 }
 
-// prepareMetrics prepares metrics-server (its network namespace and its
-// registration with the aggregation layer) without starting it: KWOK serves
-// the nodes' kubelet endpoints on its Netns.HostIP. It returns nil (and the
-// scenario is dropped) if this machine cannot run it.
+// prepareMetrics prepares metrics-server (a loopback port and its
+// registration with the aggregation layer) without starting it.
 func prepareMetrics(ctx context.Context, env *sandbox.ControlPlane, bin string) (*sandbox.MetricsServer, error) {
-	if err := sandbox.CanCreateNetns(); err != nil {
-		step("skipping LoadAware's MetricsAPI scenario: metrics-server needs a network namespace of its own (%v); the annotation scenario still runs", err)
-		return nil, nil
-	}
-	step("preparing metrics-server %s in a network namespace, registered as APIService v1beta1.metrics.k8s.io", bin)
+	step("preparing metrics-server %s, registered as APIService v1beta1.metrics.k8s.io", bin)
 	return sandbox.NewMetricsServer(ctx, env, bin)
 }
 
@@ -83,18 +75,7 @@ func startMetrics(ctx context.Context, m *sandbox.MetricsServer, kwok *sandbox.K
 	if err := m.Start(ctx); err != nil {
 		return err
 	}
-	step("metrics-server serving at %s (network namespace %s) behind the API server, scraping the kubelet endpoints KWOK serves for %s and %s at %s",
-		m.Endpoint(), m.Netns.Name, metricsNodes[0].spec.Name, metricsNodes[1].spec.Name, kwok.Endpoint())
+	step("metrics-server serving at %s behind the API server (an ExternalName Service), scraping the kubelet endpoints KWOK serves for %s and %s at %s",
+		m.Endpoint(), metricsNodes[0].spec.Name, metricsNodes[1].spec.Name, kwok.Endpoint())
 	return nil
-}
-
-// withoutScenario drops a scenario's pods.
-func withoutScenario(pods []demoPod, scenario string) []demoPod {
-	var out []demoPod
-	for _, p := range pods {
-		if p.scenario != scenario {
-			out = append(out, p)
-		}
-	}
-	return out
 }

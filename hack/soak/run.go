@@ -86,18 +86,16 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	}); err != nil {
 		return nil, err
 	}
-	// metrics-server's network namespace before KWOK, which serves its
-	// nodes' kubelet endpoints (resource metrics) on the host's address
-	// there; metrics-server starts once the nodes are Ready.
-	kwokIP := "127.0.0.1"
-	if o.metricsServer != "" && sandbox.CanCreateNetns() == nil {
+	// metrics-server registered before KWOK serves its nodes' kubelet
+	// endpoints (resource metrics) on 127.0.0.1; it starts once the nodes
+	// are Ready.
+	if o.metricsServer != "" {
 		if cl.ms, err = sandbox.NewMetricsServer(ctx, cp, o.metricsServer); err != nil {
 			return nil, err
 		}
-		kwokIP = cl.ms.Netns.HostIP
 	}
 	logf("KWOK")
-	if cl.kwok, err = sandbox.StartKWOK(ctx, cp, o.kwok, o.kwokCRDs, kwokIP); err != nil {
+	if cl.kwok, err = sandbox.StartKWOK(ctx, cp, o.kwok, o.kwokCRDs, "127.0.0.1"); err != nil {
 		return nil, err
 	}
 	var names []string

@@ -22,9 +22,13 @@ const frontProxyClientName = "front-proxy-client"
 // aggregationArgs writes a front-proxy CA and a client certificate it signed
 // into dir and returns the kube-apiserver flags of the aggregation layer, as
 // kubeadm sets them: the API server proxies requests for an APIService's
-// group to its Service's endpoints (--enable-aggregator-routing: no
-// kube-proxy here), authenticating with the client certificate and passing
-// the user in request headers.
+// group to its Service, authenticating with the client certificate and
+// passing the user in request headers. Aggregator routing stays off (as
+// kubeadm leaves it): the Service resolves by its cluster IP, or for an
+// ExternalName Service (metrics-server's, MetricsServer) by its name, which
+// is how a process on loopback is reached with no kube-proxy and no
+// privilege (with routing on, the aggregator refuses an ExternalName
+// Service, and an EndpointSlice refuses a loopback address).
 func aggregationArgs(dir string) ([][2]string, error) {
 	ca, caKey, err := newCert(nil, nil, "berth-sandbox-front-proxy-ca", true)
 	if err != nil {
@@ -58,7 +62,6 @@ func aggregationArgs(dir string) ([][2]string, error) {
 		{"requestheader-extra-headers-prefix", "X-Remote-Extra-"},
 		{"proxy-client-cert-file", certFile},
 		{"proxy-client-key-file", keyFile},
-		{"enable-aggregator-routing", "true"},
 	}, nil
 }
 

@@ -109,9 +109,8 @@ type KWOK struct {
 // from KWOK's module), creates the sandbox's Stages, Metric and
 // ClusterResourceUsage and runs bin against cp. KWOK serves its nodes'
 // kubelet endpoints (the resource metrics among them) on ip, which every
-// KWOK node publishes as its InternalIP: give a MetricsServer's
-// Netns.HostIP, the address metrics-server reaches the host at; without a
-// metrics-server, "127.0.0.1".
+// KWOK node publishes as its InternalIP: "127.0.0.1", where a
+// MetricsServer scrapes them.
 func StartKWOK(ctx context.Context, cp *ControlPlane, bin, crdDir, ip string) (*KWOK, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("kwok binary: %w (make envtest-bin builds it)", err)

@@ -3,10 +3,9 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -14,41 +13,40 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
 
-// metricsServerPort is metrics-server's secure port in its namespace (its
-// manifests' 10250 would do as well: the address is its own).
-const metricsServerPort = 4443
-
 // MetricsServer is the resource metrics pipeline of a cluster: the real
-// metrics-server (built by make envtest-bin from its own module) in a
-// network namespace of its own, registered with kube-apiserver's
-// aggregation layer by its APIService v1beta1.metrics.k8s.io, Service and
-// EndpointSlice as in a cluster, scraping the kubelet endpoints KWOK serves
-// for its nodes (StartKWOK on Netns.HostIP). A client of metrics.k8s.io —
-// the scheduler with its own kubeconfig — goes through the API server:
-// kube-apiserver → aggregator → metrics-server → KWOK's kubelets.
+// metrics-server (built by make envtest-bin from its own module) on a
+// loopback port, registered with kube-apiserver's aggregation layer by its
+// APIService v1beta1.metrics.k8s.io and Service, scraping the kubelet
+// endpoints KWOK serves for its nodes (StartKWOK on 127.0.0.1). A client of
+// metrics.k8s.io — the scheduler with its own kubeconfig — goes through the
+// API server: kube-apiserver → aggregator → metrics-server → KWOK's
+// kubelets.
+//
+// No privilege is needed. The Service is of type ExternalName, naming
+// "localhost": the aggregator (without --enable-aggregator-routing) resolves
+// such a Service to its name and the APIService's port and dials it, while
+// an EndpointSlice, the other way to reach a process without kube-proxy,
+// refuses a loopback address (an address of its own needed a network
+// namespace, and root).
 type MetricsServer struct {
-	// Netns holds metrics-server's address; its HostIP is the host's,
-	// where metrics-server reaches KWOK.
-	Netns *Netns
-
-	cp         *ControlPlane
-	bin        string
-	kubeconfig string
-	// apiLis forwards metrics-server's connections to kube-apiserver, which
-	// listens on loopback only, from the host's end of the veth pair.
-	apiLis net.Listener
+	cp   *ControlPlane
+	bin  string
+	port int
 	// client reads metrics.k8s.io through the API server, as the admin.
 	client metricsclient.Interface
 	proc   *Process
 	starts int
 }
 
+// metricsServerHost is the ExternalName of metrics-server's Service, where
+// it listens.
+const metricsServerHost = "localhost"
+
 // StartMetricsServer starts metrics-server (bin) for cp and waits until the
-// API server serves metrics.k8s.io through it. It needs root (CanCreateNetns).
+// API server serves metrics.k8s.io through it.
 func StartMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (*MetricsServer, error) {
 	m, err := NewMetricsServer(ctx, cp, bin)
 	if err != nil {
@@ -61,43 +59,23 @@ func StartMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (*Met
 	return m, nil
 }
 
-// NewMetricsServer prepares metrics-server for cp — its network namespace,
-// its kubeconfig, its registration with the aggregation layer — without
-// starting it: KWOK can serve nodes on Netns.HostIP first, which
-// metrics-server then reports from its second scrape (10s after Start)
-// instead of its third.
-func NewMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (_ *MetricsServer, err error) {
+// NewMetricsServer prepares metrics-server for cp — its port, its
+// registration with the aggregation layer — without starting it: KWOK can
+// serve nodes first, which metrics-server then reports from its second
+// scrape (10s after Start) instead of its third.
+func NewMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (*MetricsServer, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("metrics-server binary: %w (make envtest-bin builds it)", err)
 	}
-	ns, err := CreateNetns()
+	port, err := freePort("127.0.0.1")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("a port for metrics-server: %w", err)
 	}
-	m := &MetricsServer{Netns: ns, cp: cp, bin: bin}
-	defer func() {
-		if err != nil {
-			m.Close()
-		}
-	}()
+	m := &MetricsServer{cp: cp, bin: bin, port: port}
 	if m.client, err = metricsclient.NewForConfig(cp.Config); err != nil {
 		return nil, err
 	}
-	if m.apiLis, err = net.Listen("tcp", net.JoinHostPort(ns.HostIP, "0")); err != nil {
-		return nil, err
-	}
-	api, err := url.Parse(cp.Config.Host)
-	if err != nil {
-		return nil, fmt.Errorf("the API server's address: %w", err)
-	}
-	if api.Host == "" {
-		return nil, fmt.Errorf("the API server's address %q has no host", cp.Config.Host)
-	}
-	go forward(m.apiLis, api.Host)
-	if m.kubeconfig, err = m.writeKubeconfig(); err != nil {
-		return nil, err
-	}
-	objs, err := DecodeObjects([]byte(registration(ns.NSIP)))
+	objs, err := DecodeObjects([]byte(registration(port)))
 	if err != nil {
 		return nil, err
 	}
@@ -115,12 +93,12 @@ func (m *MetricsServer) Start(ctx context.Context) error {
 	}
 	m.starts++
 	certDir := filepath.Join(m.cp.Dir, "metrics-server-certs")
-	cmd := m.Netns.Command(m.bin,
-		"--kubeconfig="+m.kubeconfig,
-		"--authentication-kubeconfig="+m.kubeconfig,
-		"--authorization-kubeconfig="+m.kubeconfig,
-		"--bind-address="+m.Netns.NSIP,
-		"--secure-port="+strconv.Itoa(metricsServerPort),
+	cmd := exec.Command(m.bin,
+		"--kubeconfig="+m.cp.Kubeconfig,
+		"--authentication-kubeconfig="+m.cp.Kubeconfig,
+		"--authorization-kubeconfig="+m.cp.Kubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(m.port),
 		"--cert-dir="+certDir,
 		// The flags of metrics-server's own manifests for a cluster whose
 		// kubelets serve self-signed certificates.
@@ -185,9 +163,9 @@ func (m *MetricsServer) NodeCPU(ctx context.Context, node string) (float64, erro
 	return nm.Usage.Cpu().AsApproximateFloat64(), nil
 }
 
-// Endpoint is metrics-server's address, the one its EndpointSlice names.
+// Endpoint is where metrics-server listens, as the aggregator dials it.
 func (m *MetricsServer) Endpoint() string {
-	return net.JoinHostPort(m.Netns.NSIP, strconv.Itoa(metricsServerPort))
+	return net.JoinHostPort(metricsServerHost, strconv.Itoa(m.port))
 }
 
 // LogPath is the log of the running (or last) metrics-server process.
@@ -203,34 +181,14 @@ func (m *MetricsServer) Stop() {
 	}
 }
 
-// Close stops metrics-server and removes the network namespace. The
-// registration objects stay with the control plane.
-func (m *MetricsServer) Close() {
-	m.Stop()
-	if m.apiLis != nil {
-		_ = m.apiLis.Close()
-	}
-	_ = m.Netns.Delete()
-}
+// Close stops metrics-server. The registration objects stay with the
+// control plane.
+func (m *MetricsServer) Close() { m.Stop() }
 
-// writeKubeconfig writes the control plane's admin kubeconfig pointed at the
-// forwarder (the serving certificate names localhost).
-func (m *MetricsServer) writeKubeconfig() (string, error) {
-	cfg, err := clientcmd.LoadFromFile(m.cp.Kubeconfig)
-	if err != nil {
-		return "", err
-	}
-	for _, c := range cfg.Clusters {
-		c.Server = "https://" + m.apiLis.Addr().String()
-		c.TLSServerName = "localhost"
-	}
-	path := filepath.Join(m.cp.Dir, "metrics-server.kubeconfig")
-	return path, clientcmd.WriteToFile(*cfg, path)
-}
-
-// registration is what metrics-server's manifests register, with the
-// endpoint an EndpointSlice controller would write for its pod.
-func registration(ip string) string {
+// registration is what metrics-server's manifests register, with a Service
+// of type ExternalName naming metricsServerHost in place of the Service an
+// EndpointSlice controller would fill in for its pod (see MetricsServer).
+func registration(port int) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Service
 metadata:
@@ -239,29 +197,12 @@ metadata:
   labels:
     k8s-app: metrics-server
 spec:
+  type: ExternalName
+  externalName: %s
   ports:
   - name: https
-    port: 443
+    port: %d
     protocol: TCP
-    targetPort: https
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: metrics-server-sandbox
-  namespace: kube-system
-  labels:
-    kubernetes.io/service-name: metrics-server
-    endpointslice.kubernetes.io/managed-by: sandbox.berth.dev
-addressType: IPv4
-endpoints:
-- addresses: [%q]
-  conditions:
-    ready: true
-ports:
-- name: https
-  port: %d
-  protocol: TCP
 ---
 apiVersion: apiregistration.k8s.io/v1
 kind: APIService
@@ -278,29 +219,6 @@ spec:
   service:
     name: metrics-server
     namespace: kube-system
-    port: 443
-`, ip, metricsServerPort)
-}
-
-// forward copies each connection accepted on lis to target and back, until
-// lis is closed.
-func forward(lis net.Listener, target string) {
-	for {
-		in, err := lis.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer func() { _ = in.Close() }()
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				return
-			}
-			defer func() { _ = out.Close() }()
-			done := make(chan struct{}, 2)
-			go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
-			go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
-			<-done
-		}()
-	}
+    port: %d
+`, metricsServerHost, port, port)
 }

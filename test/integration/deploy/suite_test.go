@@ -51,7 +51,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	metricsServer, err = sandbox.StartMetricsServer(ctx, env, os.Getenv("BERTH_METRICS_SERVER_BIN"))
 	Expect(err).NotTo(HaveOccurred())
-	controllers, kwok, err = sandbox.StartRefusalSubstrate(ctx, env, os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("BERTH_KWOK_BIN"), os.Getenv("BERTH_KWOK_CRDS"), metricsServer.Netns.HostIP)
+	controllers, kwok, err = sandbox.StartRefusalSubstrate(ctx, env, os.Getenv("KUBEBUILDER_ASSETS"), os.Getenv("BERTH_KWOK_BIN"), os.Getenv("BERTH_KWOK_CRDS"), "127.0.0.1")
 	Expect(err).NotTo(HaveOccurred())
 }, NodeTimeout(2*time.Minute))
 
