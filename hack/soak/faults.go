@@ -29,6 +29,11 @@ type faults struct {
 	pending []func()
 	mu      sync.Mutex // serialises faults and their undo timers
 	gen     map[string]int
+	// first: faults that break schedulers, one of each, every other fault
+	// from the start, so that a short soak has each (then all faults are
+	// drawn by weight); injected counts the faults.
+	first    []string
+	injected int
 	// kinds and weights: the faults this soak injects (--faults).
 	kinds   []string
 	weights []int
@@ -76,8 +81,20 @@ func newFaults(seed int64, cl *cluster, w *watcher, nodes []string, only map[str
 			f.kinds, f.weights = append(f.kinds, k.kind), append(f.weights, k.weight)
 		}
 	}
+	for _, k := range scheduleFirst {
+		if len(only) == 0 || only[k] {
+			f.first = append(f.first, k)
+		}
+	}
+	f.rng.Shuffle(len(f.first), func(i, j int) { f.first[i], f.first[j] = f.first[j], f.first[i] })
 	return f
 }
+
+// scheduleFirst: the faults that break schedulers, each in every soak's
+// first faults (the 3-minute soak has twelve): a paused leader, a partition
+// that delays, the API server's and etcd's restarts, and a slow API (the
+// window between a decision and its binding that ConfirmBinder guards).
+var scheduleFirst = []string{"leader-pause", "leader-partition", "apiserver-restart", "etcd-restart", "slow-api"}
 
 func (f *faults) node() string { return f.nodes[f.rng.IntN(len(f.nodes))] }
 
@@ -101,6 +118,11 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		}
 		r -= w
 	}
+	forced := f.injected%2 == 0 && len(f.first) > 0
+	if forced {
+		kind, f.first = f.first[0], f.first[1:]
+	}
+	f.injected++
 	f.count[kind]++
 	// Every fault draws the same numbers whatever the cluster's state, so
 	// the sequence stays the seed's.
@@ -158,11 +180,11 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		delay := hold + 5*time.Second
 		logf("fault leader-partition: %s's traffic held %s for %s", r.name, delay, 2*delay)
 		f.leaseFault(true)
-		f.w.slowPath(true)
+		f.w.slowPath(kind+"/"+r.name, true, delay)
 		r.proxy.Delay(delay)
 		f.later(kind+"/"+r.name, 2*delay, func() {
 			f.leaseFault(false)
-			f.w.slowPath(false)
+			f.w.slowPath(kind+"/"+r.name, false, delay)
 			r.proxy.Delay(0)
 			logf("fault leader-partition: %s's path restored", r.name)
 		})
@@ -170,13 +192,13 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		delay := time.Duration(1+f.rng.IntN(4)) * time.Second
 		logf("fault slow-api: %s of latency each way on the replicas' requests for %s", delay, 2*hold)
 		f.leaseFault(true)
-		f.w.slowPath(true)
+		f.w.slowPath(kind, true, delay)
 		for _, r := range f.cl.replicas {
 			r.proxy.Delay(delay)
 		}
 		f.later(kind, 2*hold, func() {
 			f.leaseFault(false)
-			f.w.slowPath(false)
+			f.w.slowPath(kind, false, delay)
 			for _, r := range f.cl.replicas {
 				r.proxy.Delay(0)
 			}
@@ -197,6 +219,13 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		})
 	case "apiserver-restart", "etcd-restart":
 		if f.restarting {
+			if forced {
+				// One of the first faults: at the next turn instead.
+				f.first = append([]string{kind}, f.first...)
+				f.count[kind]--
+				logf("fault %s: a restart is under way; postponed to the next of the first faults", kind)
+				return nil
+			}
 			logf("fault %s: a restart is under way", kind)
 			return nil
 		}

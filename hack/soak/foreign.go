@@ -54,6 +54,9 @@ const (
 	// latencyAround: how far from a binding a probe's latency stretches its
 	// race window.
 	latencyAround = 15 * time.Second
+	// keepLatencies: how long a probe's sample is kept (a verdict is taken
+	// latencyAround after a binding, or later while the watcher lagged).
+	keepLatencies = 10 * time.Minute
 )
 
 type foreignBinder struct {
@@ -71,7 +74,7 @@ func newForeignBinder(seed int64, c kubernetes.Interface, w *watcher) *foreignBi
 // step binds one foreign pod beside one waiting member, if any waits, and
 // deletes the foreign pods that finished.
 func (f *foreignBinder) step(ctx context.Context, logf func(string, ...any)) {
-	waiting, finished := f.w.waitingMembers()
+	waiting, finished := f.w.waitingPods()
 	for _, p := range finished {
 		if err := f.c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); ignoreNotFound(err) != nil && ctx.Err() == nil {
 			logf("foreign binder: deleting %s: %v", p.Name, err)
@@ -156,12 +159,13 @@ func (f *foreignBinder) freeCPU(ctx context.Context, node string) (resource.Quan
 	return free, nil
 }
 
-// waitingMembers: gang members that have waited with a node nominated and
-// not bound for at least waitedAtPermit (at Permit for their gang; a pod
-// nominated only for its PreBind binds at once), a gang that can never
-// start excepted (it is never released); and the foreign pods that
-// finished.
-func (w *watcher) waitingMembers() (waiting, finished []*v1.Pod) {
+// waitingPods: pods that have waited with a node nominated and not bound
+// for at least waitedAtPermit: a gang member at Permit, a pod whose PreBind
+// (Explain's write) or whose confirmation is slow (upstream nominates the
+// node of a binding that waits on Permit or PreBind), a preemptor waiting
+// for its victims; a pod that can never be bound (a never-starting gang's)
+// excepted. And the foreign pods that finished.
+func (w *watcher) waitingPods() (waiting, finished []*v1.Pod) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
@@ -172,7 +176,7 @@ func (w *watcher) waitingMembers() (waiting, finished []*v1.Pod) {
 			if terminal(p) && p.DeletionTimestamp == nil {
 				finished = append(finished, p)
 			}
-		case gangKey(p) != "" && p.Labels[misfitLabel] == "" && p.Spec.NodeName == "" && p.DeletionTimestamp == nil:
+		case p.Labels[misfitLabel] == "" && p.Spec.NodeName == "" && p.DeletionTimestamp == nil:
 			if since, ok := w.nominatedSince[p.UID]; ok && now.Sub(since) >= waitedAtPermit {
 				waiting = append(waiting, p)
 			}
@@ -246,22 +250,26 @@ func (w *watcher) nominatedAround(p *v1.Pod, t time.Time, window time.Duration) 
 // alloc: walking the node's active pods in the order this watcher saw them
 // bound, the first to exceed alloc is a foreign pod (a kubelet refuses such
 // a pod: OutOfcpu; KWOK's does not), or a Berth pod bound within the race
-// window of a foreign pod (raceWindow) or while a fault slowed or held the
-// replicas' path. A relist (an API server restart) replays pods in key
+// window of a foreign pod (raceWindow, which a fault that slows or holds
+// the replicas' path widens). A relist (an API server restart) replays pods in key
 // order, so pods bound before one are ordered as first seen after it.
-func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.Quantity) (bool, string) {
+//
+// A Berth pod's verdict waits until latencyAround has passed since its
+// binding (the reads timed around it are in), then stands: the samples
+// that made it age out, and a race must not turn into an overcommit while
+// the foreign pod lives (later: not judged yet).
+func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.Quantity) (foreign bool, who string, later bool) {
 	var pods []*v1.Pod
 	for _, o := range w.pods.List() {
 		if p := o.(*v1.Pod); p.Spec.NodeName == node && active(p) {
 			pods = append(pods, p)
 		}
 	}
-	foreign := false
 	for _, p := range pods {
 		foreign = foreign || p.Labels[foreignLabel] != ""
 	}
 	if !foreign {
-		return false, ""
+		return false, "", false
 	}
 	sortByBound(pods, w.boundAt)
 	sum := resource.Quantity{}
@@ -275,17 +283,27 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 		if sum.Cmp(alloc) > 0 {
 			who := fmt.Sprintf("%s/%s", p.Namespace, p.Name)
 			if p.Labels[foreignLabel] != "" {
-				return true, who
+				return true, who, false
 			}
-			// A slow or held path (slow-api, leader-partition) stretches
-			// the list-then-bind window by its delays.
-			if bound := w.boundAt[p.UID]; !lastForeign.IsZero() && (bound.Sub(lastForeign) < w.raceWindow(bound) || w.slowAt(bound)) {
-				return true, who + " (a race)"
+			if lastForeign.IsZero() {
+				return false, who, false
 			}
-			return false, who
+			race, decided := w.raceVerdicts[p.UID]
+			if !decided {
+				bound := w.boundAt[p.UID]
+				if time.Since(bound) < latencyAround {
+					return false, who, true
+				}
+				race = bound.Sub(lastForeign) < w.raceWindow(bound)
+				w.raceVerdicts[p.UID] = race
+			}
+			if race {
+				return true, who + " (a race)", false
+			}
+			return false, who, false
 		}
 	}
-	return false, ""
+	return false, "", false
 }
 
 // sortByBound orders pods by when this watcher saw each bound (pods it saw
@@ -295,26 +313,58 @@ func sortByBound(pods []*v1.Pod, boundAt map[types.UID]time.Time) {
 }
 
 // slowPath marks a fault that delays the replicas' path (slow-api,
-// leader-partition) beginning or ending: a request sent just before the
-// end still takes its delays.
-func (w *watcher) slowPath(begins bool) {
+// leader-partition) by delay each way beginning or ending; key names the
+// fault as its undo timer does (a fault of the same key that begins again
+// replaces the one before, whose undo then never runs). A request sent just
+// before the end still takes its delays.
+func (w *watcher) slowPath(key string, begins bool, delay time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.slowed.mark(begins, time.Now(), 10*time.Second)
+	now := time.Now()
+	for i := range w.delays {
+		if d := &w.delays[i]; d.key == key && d.to.IsZero() {
+			d.to = now.Add(d.delay + 10*time.Second)
+		}
+	}
+	if begins {
+		w.delays = append(w.delays, delaySpan{key: key, from: now, delay: delay})
+	}
+}
+
+// delaySpan: the replicas' path delayed by delay each way from from to to
+// (zero while it lasts), a request's own delays after the end included.
+type delaySpan struct {
+	key      string
+	from, to time.Time
+	delay    time.Duration
 }
 
 // slowAt reports whether t fell while the replicas' path was slowed or held.
-func (w *watcher) slowAt(t time.Time) bool { return w.slowed.at(t, 0) }
+// Caller holds w.mu.
+func (w *watcher) slowAt(t time.Time) bool { return w.delayAt(t) > 0 }
+
+// delayAt is the longest delay each way on the replicas' path at t.
+// Caller holds w.mu.
+func (w *watcher) delayAt(t time.Time) time.Duration {
+	var longest time.Duration
+	for _, d := range w.delays {
+		if !t.Before(d.from) && (d.to.IsZero() || !t.After(d.to)) && d.delay > longest {
+			longest = d.delay
+		}
+	}
+	return longest
+}
+
 
 // probe records how long the API took, at start, to answer ConfirmBinder's
-// reads (a node GET and a LIST of its pods); samples older than twice
-// latencyAround are dropped.
+// reads (a node GET and a LIST of its pods); samples older than
+// keepLatencies are dropped.
 func (w *watcher) probe(start time.Time, d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.readLatencies = append(w.readLatencies, latencySample{at: start, d: d})
 	cut := 0
-	for cut < len(w.readLatencies) && start.Sub(w.readLatencies[cut].at) > 2*latencyAround {
+	for cut < len(w.readLatencies) && start.Sub(w.readLatencies[cut].at) > keepLatencies {
 		cut++
 	}
 	w.readLatencies = w.readLatencies[cut:]
@@ -329,10 +379,16 @@ type latencySample struct {
 }
 
 // raceWindow: how long after a foreign pod a Berth binding at t may still
-// have been confirmed before that pod existed. ConfirmBinder reads (a GET,
-// a LIST), then posts the binding: a third round trip. Under load (a
-// starved API server at 1,000 nodes) those take seconds, so the window is
-// raceSlack plus twice the slowest read timed within latencyAround of t.
+// have been confirmed before that pod existed. ConfirmBinder's LIST is read
+// at the API server, its answer travels back, and the binding it then
+// posts travels there: under load (a starved API server at 1,000 nodes)
+// those take seconds, and a fault that delays the replicas' path
+// (slow-api, leader-partition) adds its delay each way. So the window is
+// raceSlack, plus twice the slowest read timed within latencyAround of t,
+// plus twice the path's delay at t. A foreign pod that was there well
+// before the LIST (a member held at Permit, a pod whose PreBind or
+// confirmation waits on a slow path) is outside it: a binding onto its
+// room is the scheduler's overcommit.
 // Caller holds w.mu.
 func (w *watcher) raceWindow(t time.Time) time.Duration {
 	var slowest time.Duration
@@ -341,7 +397,7 @@ func (w *watcher) raceWindow(t time.Time) time.Duration {
 			slowest = s.d
 		}
 	}
-	return raceSlack + 2*slowest
+	return raceSlack + 2*slowest + 2*w.delayAt(t)
 }
 
 // anyNode: a node to time the API on.

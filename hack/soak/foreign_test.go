@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,20 @@ func TestForeignOverrunBlamesThePodThatArrivedLast(t *testing.T) {
 		},
 		wantWho: "ns/member",
 	}, {
+		name: "bound 5s after the foreign pod while slow-api delayed the replicas' path 2s each way: a race",
+		pods: func(w *watcher) []*v1.Pod {
+			w.delays = []delaySpan{{from: start, to: start.Add(20 * time.Second), delay: 2 * time.Second}}
+			return []*v1.Pod{pod("old", "1", false, 0, w), pod("foreign-1", "3", true, time.Second, w), pod("member", "2", false, 6*time.Second, w)}
+		},
+		wantForeign: true, wantWho: "ns/member (a race)",
+	}, {
+		name: "bound 9s after the foreign pod while slow-api delayed the path 2s each way: judged (the foreign pod was there before the LIST)",
+		pods: func(w *watcher) []*v1.Pod {
+			w.delays = []delaySpan{{from: start, to: start.Add(20 * time.Second), delay: 2 * time.Second}}
+			return []*v1.Pod{pod("old", "1", false, 0, w), pod("foreign-1", "3", true, time.Second, w), pod("member", "2", false, 10*time.Second, w)}
+		},
+		wantWho: "ns/member",
+	}, {
 		name: "the foreign pod bound after a member took the room it read",
 		pods: func(w *watcher) []*v1.Pod {
 			return []*v1.Pod{pod("old", "1", false, 0, w), pod("member", "2", false, time.Second, w), pod("foreign-1", "3", true, 2*time.Second, w)}
@@ -72,15 +87,21 @@ func TestForeignOverrunBlamesThePodThatArrivedLast(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &watcher{pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), boundAt: map[types.UID]time.Time{}}
+			w := &watcher{pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), boundAt: map[types.UID]time.Time{}, raceVerdicts: map[types.UID]bool{}}
 			for _, p := range tc.pods(w) {
 				if err := w.pods.Add(p); err != nil {
 					t.Fatal(err)
 				}
 			}
-			foreign, who := w.foreignOverrun("n1", v1.ResourceCPU, alloc)
-			if foreign != tc.wantForeign || who != tc.wantWho {
-				t.Errorf("foreignOverrun = %v, %q; want %v, %q", foreign, who, tc.wantForeign, tc.wantWho)
+			foreign, who, later := w.foreignOverrun("n1", v1.ResourceCPU, alloc)
+			if foreign != tc.wantForeign || who != tc.wantWho || later {
+				t.Errorf("foreignOverrun = %v, %q, later %v; want %v, %q", foreign, who, later, tc.wantForeign, tc.wantWho)
+			}
+			// The verdict stands once taken: the reads that made it age
+			// out while the foreign pod lives on.
+			w.readLatencies, w.delays = nil, nil
+			if again, whoAgain, _ := w.foreignOverrun("n1", v1.ResourceCPU, alloc); again != foreign || whoAgain != who {
+				t.Errorf("judged again without its samples: %v, %q; first %v, %q", again, whoAgain, foreign, who)
 			}
 		})
 	}
@@ -158,5 +179,74 @@ func TestSpansMergeOverlappingFaults(t *testing.T) {
 		if got := s.at(t0.Add(at), time.Second); got != want {
 			t.Errorf("at(t0%+v) = %v, want %v", at, got, want)
 		}
+	}
+}
+
+// A short soak has every fault that breaks schedulers: one of each every
+// other fault from the start, those --faults allows.
+func TestFaultsThatBreakSchedulersComeFirst(t *testing.T) {
+	f := newFaults(1, nil, nil, []string{"n1"}, nil)
+	if len(f.first) != len(scheduleFirst) {
+		t.Fatalf("first %v, want each of %v", f.first, scheduleFirst)
+	}
+	for _, k := range scheduleFirst {
+		if !slices.Contains(f.first, k) {
+			t.Errorf("first %v lacks %s", f.first, k)
+		}
+	}
+	only := newFaults(1, nil, nil, []string{"n1"}, map[string]bool{"slow-api": true, "node-add": true})
+	if !slices.Equal(only.first, []string{"slow-api"}) {
+		t.Errorf("with --faults slow-api,node-add, first %v, want [slow-api]", only.first)
+	}
+}
+
+func TestDelayAtEndsAfterTheSpanAndItsLinger(t *testing.T) {
+	w := &watcher{}
+	w.slowPath("slow-api", true, 3*time.Second)
+	begun := time.Now()
+	if got := w.delayAt(begun.Add(time.Millisecond)); got != 3*time.Second {
+		t.Errorf("during the span: %s, want 3s", got)
+	}
+	w.slowPath("slow-api", false, 3*time.Second)
+	if got := w.delayAt(time.Now().Add(12 * time.Second)); got != 3*time.Second {
+		t.Errorf("within its linger (the delay plus 10s): %s, want 3s", got)
+	}
+	if got := w.delayAt(time.Now().Add(14 * time.Second)); got != 0 {
+		t.Errorf("after it: %s, want 0", got)
+	}
+	// A fault of the same key begun again replaces the one before, whose
+	// undo never runs: one end closes both.
+	w.slowPath("slow-api", true, 2*time.Second)
+	w.slowPath("slow-api", true, 4*time.Second)
+	w.slowPath("slow-api", false, 4*time.Second)
+	if got := w.delayAt(time.Now().Add(15 * time.Second)); got != 0 {
+		t.Errorf("after a replaced fault's end: %s, want 0 (a span left open)", got)
+	}
+}
+
+// A binding beside a foreign pod is judged once the reads around it are
+// timed (latencyAround later), not before.
+func TestForeignOverrunWaitsForTheReadsAroundTheBinding(t *testing.T) {
+	w := &watcher{pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), boundAt: map[types.UID]time.Time{}, raceVerdicts: map[types.UID]bool{}}
+	now := time.Now()
+	for _, p := range []struct {
+		name, cpu string
+		foreign   bool
+		at        time.Time
+	}{{"foreign-1", "3", true, now.Add(-10 * time.Second)}, {"member", "2", false, now.Add(-time.Second)}} {
+		pod := st.MakePod().Namespace("ns").Name(p.name).UID(p.name).Node("n1").Container("c").Req(map[v1.ResourceName]string{"cpu": p.cpu}).Obj()
+		if p.foreign {
+			pod.Labels = map[string]string{foreignLabel: "true"}
+		}
+		w.boundAt[pod.UID] = p.at
+		if err := w.pods.Add(pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, later := w.foreignOverrun("n1", v1.ResourceCPU, resource.MustParse("4")); !later {
+		t.Error("judged 1s after its binding; want it judged once latencyAround has passed")
+	}
+	if _, ok := w.raceVerdicts["member"]; ok {
+		t.Error("a verdict was kept before it was taken")
 	}
 }

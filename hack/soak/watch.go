@@ -157,14 +157,17 @@ type watcher struct {
 	// overcommits its pods caused (foreign.go).
 	groupRaced                   map[string]time.Time
 	foreignPins, foreignOverruns int
-	// slowed: faults that delay the replicas' path (foreign.go's race
-	// window, AdmissionFeedback's in-flight pods).
-	slowed spans
 	// readLatencies: the API's latency for ConfirmBinder's reads, as the
 	// foreign binder timed them (foreign.go's race window); maxLatency the
 	// slowest.
 	readLatencies []latencySample
 	maxLatency    time.Duration
+	// delays: the replicas' path delayed (slow-api, leader-partition:
+	// foreign.go's race window, AdmissionFeedback's in-flight pods);
+	// raceVerdicts: whether a Berth pod's overcommit beside a foreign pod
+	// was a race, once decided (foreignOverrun).
+	delays       []delaySpan
+	raceVerdicts map[types.UID]bool
 	// pins: raced members, to the node raced; what became of them once
 	// bound (foreignRaces: bound within the race window); nominatedSince:
 	// when an unbound pod's nominated node was first seen.
@@ -211,7 +214,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 		firstSeen: map[types.UID]time.Time{}, boundAt: map[types.UID]time.Time{},
 		refusals: map[string][]time.Time{}, refusedNodes: map[string]time.Time{},
 		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{}, groupRaced: map[string]time.Time{},
-		pins: map[types.UID]string{}, nominatedSince: map[types.UID]time.Time{}, nominationEnded: map[types.UID]time.Time{},
+		pins: map[types.UID]string{}, raceVerdicts: map[types.UID]bool{}, nominatedSince: map[types.UID]time.Time{}, nominationEnded: map[types.UID]time.Time{},
 		quotaChanged: map[string]time.Time{}, groupChanged: map[string]time.Time{},
 		nodeGone: map[string]time.Time{}, gone: map[types.UID]gonePod{}, usedHistory: map[string][]usedSample{},
 		t: newTimers(), seenRunning: map[types.UID]bool{},
@@ -433,6 +436,7 @@ func (w *watcher) podDeleted(o any) {
 	delete(w.firstSeen, p.UID)
 	delete(w.nominatedSince, p.UID)
 	delete(w.nominationEnded, p.UID)
+	delete(w.raceVerdicts, p.UID)
 	delete(w.pins, p.UID)
 	w.gone[p.UID] = gonePod{pod: p, at: time.Now()}
 }
@@ -715,7 +719,11 @@ func (w *watcher) checkOvercommit(nodes map[string]*v1.Node, use map[string]*nod
 				continue
 			}
 			if !ok || q.Cmp(alloc) > 0 {
-				if foreign, who := w.foreignOverrun(name, r, alloc); foreign {
+				foreign, who, later := w.foreignOverrun(name, r, alloc)
+				if later {
+					continue // judged once the reads around its binding are timed
+				}
+				if foreign {
 					// Counted once per pod, not judged.
 					key := "foreign-overrun/" + name + "/" + string(r) + "/" + who
 					if !w.reported[key] {

@@ -465,8 +465,12 @@ func (g *generator) createGang(ctx context.Context) error {
 	j := g.jobFor(ns, name, members, labels)
 	if misfit {
 		// Its members do not crash: a gang with fewer live members than
-		// its min is not judged, and this one must be, all along.
+		// its min is not judged, and this one must be, all along. They
+		// are small, so that they fit even a full cluster: only the gang
+		// rule keeps them unbound (a gang released one short binds them).
 		delete(j.Spec.Template.Labels, sandbox.CrashLabel)
+		small := v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("200Mi")}
+		j.Spec.Template.Spec.Containers[0].Resources = v1.ResourceRequirements{Requests: small, Limits: small}
 	}
 	pg := &schedv1alpha1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -478,6 +482,8 @@ func (g *generator) createGang(ctx context.Context) error {
 		pg.Spec.MinMember++
 		misfitJob = g.jobFor(ns, name+"-misfit", 1, map[string]string{schedv1alpha1.PodGroupLabel: name, misfitLabel: "true", fitsNoNodeLabel: "true"})
 		misfitJob.Spec.Template.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = *resource.NewMilliQuantity(misfitCPU, resource.DecimalSI)
+		// The gang's priority: it leaves the queue with the others.
+		misfitJob.Spec.Template.Spec.PriorityClassName = j.Spec.Template.Spec.PriorityClassName
 	case g.chance(0.05):
 		pg.Spec.MinResources = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(2*g.clusterCPU, resource.DecimalSI)}
 	case g.chance(0.3):
