@@ -355,7 +355,6 @@ func (w *watcher) delayAt(t time.Time) time.Duration {
 	return longest
 }
 
-
 // probe records how long the API took, at start, to answer ConfirmBinder's
 // reads (a node GET and a LIST of its pods); samples older than
 // keepLatencies are dropped.
