@@ -29,11 +29,6 @@ type faults struct {
 	pending []func()
 	mu      sync.Mutex // serialises faults and their undo timers
 	gen     map[string]int
-	// first: faults that break schedulers, one of each, every other fault
-	// from the start, so that a short soak has each (then all faults are
-	// drawn by weight); injected counts the faults.
-	first    []string
-	injected int
 	// kinds and weights: the faults this soak injects (--faults).
 	kinds   []string
 	weights []int
@@ -81,20 +76,8 @@ func newFaults(seed int64, cl *cluster, w *watcher, nodes []string, only map[str
 			f.kinds, f.weights = append(f.kinds, k.kind), append(f.weights, k.weight)
 		}
 	}
-	for _, k := range scheduleFirst {
-		if len(only) == 0 || only[k] {
-			f.first = append(f.first, k)
-		}
-	}
-	f.rng.Shuffle(len(f.first), func(i, j int) { f.first[i], f.first[j] = f.first[j], f.first[i] })
 	return f
 }
-
-// scheduleFirst: the faults that break schedulers, each in every soak's
-// first faults (the 3-minute soak has twelve): a paused leader, a partition
-// that delays, the API server's and etcd's restarts, and a slow API (the
-// window between a decision and its binding that ConfirmBinder guards).
-var scheduleFirst = []string{"leader-pause", "leader-partition", "apiserver-restart", "etcd-restart", "slow-api"}
 
 func (f *faults) node() string { return f.nodes[f.rng.IntN(len(f.nodes))] }
 
@@ -118,11 +101,6 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		}
 		r -= w
 	}
-	forced := f.injected%2 == 0 && len(f.first) > 0
-	if forced {
-		kind, f.first = f.first[0], f.first[1:]
-	}
-	f.injected++
 	f.count[kind]++
 	// Every fault draws the same numbers whatever the cluster's state, so
 	// the sequence stays the seed's.
@@ -219,13 +197,6 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		})
 	case "apiserver-restart", "etcd-restart":
 		if f.restarting {
-			if forced {
-				// One of the first faults: at the next turn instead.
-				f.first = append([]string{kind}, f.first...)
-				f.count[kind]--
-				logf("fault %s: a restart is under way; postponed to the next of the first faults", kind)
-				return nil
-			}
 			logf("fault %s: a restart is under way", kind)
 			return nil
 		}

@@ -54,6 +54,15 @@ const (
 	// latencyAround: how far from a binding a probe's latency stretches its
 	// race window.
 	latencyAround = 15 * time.Second
+	// confirmWithin: how long before a binding its confirmation LIST may
+	// have been received (ConfirmBinder's confirmTimeout, 5s in
+	// all-plugins.yaml, and a second), a slowed path's delays added.
+	confirmWithin = 6 * time.Second
+	// outsideWindow: why a binding is judged by the time window.
+	outsideWindow = "bound outside the race window of the foreign pod (no audit record of its binding)"
+	// auditWait: how long a binding may take to appear in the audit log
+	// before the time window judges it instead.
+	auditWait = time.Minute
 	// keepLatencies: how long a probe's sample is kept (a verdict is taken
 	// latencyAround after a binding, or later while the watcher lagged).
 	keepLatencies = 10 * time.Minute
@@ -123,14 +132,17 @@ func (f *foreignBinder) step(ctx context.Context, logf func(string, ...any)) {
 			Tolerations: []v1.Toleration{{Operator: v1.TolerationOpExists}},
 		},
 	}
-	if _, err := f.c.CoreV1().Pods(freeNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	created, err := f.c.CoreV1().Pods(freeNamespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
 		if ctx.Err() == nil {
 			logf("foreign binder: binding beside %s/%s on %s: %v", m.Namespace, m.Name, node, err)
 		}
 		return
 	}
+	// Stored by the time the create returned: a LIST the API server
+	// received after now includes it.
 	f.last = time.Now()
-	f.w.raced(m, node)
+	f.w.raced(m, node, created.UID, f.last)
 }
 
 // freeCPU is the node's allocatable CPU less its active pods' requests, as
@@ -188,10 +200,11 @@ func (w *watcher) waitingPods() (waiting, finished []*v1.Pod) {
 // raced records a foreign binding beside a waiting member on node: every
 // gang with a member waiting on that node may stay partial while its
 // refused member finds another node.
-func (w *watcher) raced(m *v1.Pod, node string) {
+func (w *watcher) raced(m *v1.Pod, node string, foreign types.UID, stored time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := time.Now()
+	w.foreignStored[foreign] = stored
 	w.foreignPins++
 	w.pins[m.UID] = node
 	for _, o := range w.pods.List() {
@@ -274,9 +287,10 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 	sortByBound(pods, w.boundAt)
 	sum := resource.Quantity{}
 	var lastForeign time.Time
+	var lastForeignUID types.UID
 	for _, p := range pods {
 		if p.Labels[foreignLabel] != "" {
-			lastForeign = w.boundAt[p.UID]
+			lastForeign, lastForeignUID = w.boundAt[p.UID], p.UID
 		}
 		q := podRequests(p)[r]
 		sum.Add(q)
@@ -291,16 +305,27 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 			race, decided := w.raceVerdicts[p.UID]
 			if !decided {
 				bound := w.boundAt[p.UID]
-				if time.Since(bound) < latencyAround {
+				// The API server's audit log first: exact (audit.go).
+				within := confirmWithin + 2*w.delayAt(bound)
+				var why string
+				race, decided, why = w.audit.auditVerdict(p.Namespace, p.Name, node, w.foreignStored[lastForeignUID], within)
+				switch {
+				case decided:
+					w.raceWhy[p.UID] = why
+				case w.audit != nil && time.Since(bound) < auditWait:
+					return false, who, true // its binding is not in the log yet
+				case time.Since(bound) < latencyAround:
 					return false, who, true
+				default:
+					race = bound.Sub(lastForeign) < w.raceWindow(bound)
+					w.raceWhy[p.UID] = outsideWindow
 				}
-				race = bound.Sub(lastForeign) < w.raceWindow(bound)
 				w.raceVerdicts[p.UID] = race
 			}
 			if race {
 				return true, who + " (a race)", false
 			}
-			return false, who, false
+			return false, who + ": " + w.raceWhy[p.UID], false
 		}
 	}
 	return false, "", false

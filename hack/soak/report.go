@@ -46,8 +46,10 @@ type report struct {
 	// again). SlowestRead: the slowest of ConfirmBinder's reads the foreign
 	// binder timed (the race window is raceSlack plus twice the slowest
 	// read near the binding).
-	ForeignRaces     int     `json:"foreignRaces"`
-	SlowestReadSecs  float64 `json:"slowestReadSeconds"`
+	ForeignRaces    int     `json:"foreignRaces"`
+	SlowestReadSecs float64 `json:"slowestReadSeconds"`
+	// Audit: what the API server's audit log held (audit.go).
+	Audit            string  `json:"audit"`
 	ForeignSameNode  int     `json:"foreignRacedBoundSameNode"`
 	ForeignElsewhere int     `json:"foreignRacedBoundElsewhere"`
 	PDBEvictions     int     `json:"pdbEvictions"`
@@ -109,6 +111,7 @@ func buildReport(o options, g *generator, f *faults, w *watcher, cl *cluster, op
 	r.ForeignBindings, r.ForeignOverruns = w.foreignPins, w.foreignOverruns
 	r.ForeignRaces, r.ForeignSameNode, r.ForeignElsewhere = w.foreignRaces, w.foreignSameNode, w.foreignElsewhere
 	r.SlowestReadSecs = w.maxLatency.Seconds()
+	r.Audit = w.audit.auditSummary()
 	for _, v := range r.Violations {
 		if r.FirstViolation == nil {
 			r.FirstViolation = map[string]float64{}
@@ -204,6 +207,7 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "\nEvictions (upstream's Preempted events): %d, of them %d of a PodDisruptionBudget's protected pods.\n", r.Evictions, r.PDBEvictions)
 	fmt.Fprintf(&b, "\nForeign bindings beside a pod waiting with its node nominated (a gang member at Permit, a binding slow in PreBind or its confirmation; ConfirmBinder must refuse the pod there): %d; of those pods, bound later on the raced node %d (the overcommit invariant judges them), elsewhere %d; overcommits the foreign pod itself caused (arrived last; a kubelet refuses it) %d, and races (a pod bound within %s, plus twice the slowest node GET and pod LIST timed within %s, plus twice a slowed path's delay, of the foreign pod: counted, not judged) %d. The slowest such read took %.2fs.\n",
 		r.ForeignBindings, r.ForeignSameNode, r.ForeignElsewhere, r.ForeignOverruns, raceSlack, latencyAround, r.ForeignRaces, r.SlowestReadSecs)
+	fmt.Fprintf(&b, "\nOvercommits beside a foreign pod are judged from the API server's audit log (the replicas' LISTs of a node's pods and their bindings) where it has the binding: %s.\n", r.Audit)
 	b.WriteString("\n## Invariants: how much each was evaluated\n\nObject-seconds in scope (an object in the state the invariant judges) and evaluated (not within the object's own grace, and for bounds that need a scheduler, while a replica led); events for the invariants judged at an event. The drain (" + fmt.Sprintf("%g", r.DrainMinutes) + " min, faults healed, no new work) is included.\n\n| invariant | on (share of the run) | objects judged | in scope (object-s) | evaluated (object-s) | events (judged) | share evaluated |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, inv := range r.Invariants {
 		ev := ""

@@ -55,8 +55,20 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	logf("seed %d, %s, %d nodes; control plane from %s", o.seed, o.duration, o.nodes, os.Getenv("KUBEBUILDER_ASSETS"))
 	// GenericWorkload (beta, off by default in 1.37) on the API server and
 	// the replicas: Kubernetes' own gangs beside scheduler-plugins'.
+	// The API server's audit log of the replicas' LISTs of pods and their
+	// bindings (audit.go): how an overcommit beside a foreign pod is judged.
+	auditDir, err := os.MkdirTemp("", "berth-soak-audit-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(auditDir)
+	policy, auditLog := filepath.Join(auditDir, "policy.yaml"), filepath.Join(auditDir, "audit.log")
+	if err := os.WriteFile(policy, []byte(auditPolicy("system:serviceaccount:"+chartNamespace+":"+chartServiceAccount)), 0o600); err != nil {
+		return nil, err
+	}
 	cp, err := sandbox.StartControlPlane("max-requests-inflight=800", "max-mutating-requests-inflight=400",
-		"feature-gates="+nativeGangsGate, "runtime-config=scheduling.k8s.io/v1beta1=true")
+		"feature-gates="+nativeGangsGate, "runtime-config=scheduling.k8s.io/v1beta1=true",
+		"audit-policy-file="+policy, "audit-log-path="+auditLog, "audit-log-format=json", "audit-log-mode=blocking")
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +145,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	if err != nil {
 		return nil, err
 	}
+	w.audit = newAuditTrail(auditLog)
 	if err := installChartRBAC(ctx, cp, root); err != nil {
 		return nil, err
 	}

@@ -168,6 +168,12 @@ type watcher struct {
 	// was a race, once decided (foreignOverrun).
 	delays       []delaySpan
 	raceVerdicts map[types.UID]bool
+	// raceWhy: why a verdict was an overcommit; foreignStored: when each
+	// foreign pod's create returned; audit: the API server's audit log of
+	// the replicas' LISTs and bindings (nil without one).
+	raceWhy       map[types.UID]string
+	foreignStored map[types.UID]time.Time
+	audit         *auditTrail
 	// pins: raced members, to the node raced; what became of them once
 	// bound (foreignRaces: bound within the race window); nominatedSince:
 	// when an unbound pod's nominated node was first seen.
@@ -214,7 +220,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 		firstSeen: map[types.UID]time.Time{}, boundAt: map[types.UID]time.Time{},
 		refusals: map[string][]time.Time{}, refusedNodes: map[string]time.Time{},
 		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{}, groupRaced: map[string]time.Time{},
-		pins: map[types.UID]string{}, raceVerdicts: map[types.UID]bool{}, nominatedSince: map[types.UID]time.Time{}, nominationEnded: map[types.UID]time.Time{},
+		pins: map[types.UID]string{}, raceVerdicts: map[types.UID]bool{}, raceWhy: map[types.UID]string{}, foreignStored: map[types.UID]time.Time{}, nominatedSince: map[types.UID]time.Time{}, nominationEnded: map[types.UID]time.Time{},
 		quotaChanged: map[string]time.Time{}, groupChanged: map[string]time.Time{},
 		nodeGone: map[string]time.Time{}, gone: map[types.UID]gonePod{}, usedHistory: map[string][]usedSample{},
 		t: newTimers(), seenRunning: map[types.UID]bool{},
@@ -437,6 +443,8 @@ func (w *watcher) podDeleted(o any) {
 	delete(w.nominatedSince, p.UID)
 	delete(w.nominationEnded, p.UID)
 	delete(w.raceVerdicts, p.UID)
+	delete(w.raceWhy, p.UID)
+	delete(w.foreignStored, p.UID)
 	delete(w.pins, p.UID)
 	w.gone[p.UID] = gonePod{pod: p, at: time.Now()}
 }
@@ -524,6 +532,12 @@ func (w *watcher) check(leads, known bool, active float64) {
 	}
 	w.lastCheck = now
 	w.t.next()
+	if w.audit != nil {
+		if err := w.audit.read(); err != nil && !w.reported["audit-read"] {
+			w.reported["audit-read"] = true
+			logf("watcher: reading the audit log: %v (overcommits beside foreign pods are judged by the time window)", err)
+		}
+	}
 	// No replica leads, or the API server is down (a restart: nothing can
 	// be scheduled, and scrapes fail as its authorization does).
 	w.leaderless = known && !leads || w.apiDown
@@ -736,8 +750,11 @@ func (w *watcher) checkOvercommit(nodes map[string]*v1.Node, use map[string]*nod
 					}
 					continue
 				}
-				w.violate("overcommit/"+name+"/"+string(r), "1-overcommit",
-					fmt.Sprintf("node %s: %s requested %s, allocatable %s", name, r, q.String(), alloc.String()),
+				msg := fmt.Sprintf("node %s: %s requested %s, allocatable %s", name, r, q.String(), alloc.String())
+				if who != "" {
+					msg += "; " + who
+				}
+				w.violate("overcommit/"+name+"/"+string(r), "1-overcommit", msg,
 					append([]string{"node " + name}, u.names...)...)
 			}
 		}
