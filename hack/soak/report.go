@@ -245,18 +245,18 @@ func (r *report) markdown() string {
 // was missed or did not run.
 func printMutantsTable(dir string, mutants []string) int {
 	rc := 0
-	fmt.Println("| planted fault | caught | first violation (s), by invariant | violations |")
-	fmt.Println("| --- | --- | --- | --- |")
+	fmt.Println("| planted fault | nodes | caught | first violation (s), by invariant | violations |")
+	fmt.Println("| --- | --- | --- | --- | --- |")
 	for _, m := range mutants {
 		raw, err := os.ReadFile(filepath.Join(dir, m, "report.json"))
 		if err != nil {
-			fmt.Printf("| %s | no report (%v) | | |\n", m, err)
+			fmt.Printf("| %s | | no report (%v) | | |\n", m, err)
 			rc = 1
 			continue
 		}
 		var r report
 		if err := json.Unmarshal(raw, &r); err != nil {
-			fmt.Printf("| %s | unreadable report (%v) | | |\n", m, err)
+			fmt.Printf("| %s | | unreadable report (%v) | | |\n", m, err)
 			rc = 1
 			continue
 		}
@@ -266,10 +266,13 @@ func printMutantsTable(dir string, mutants []string) int {
 		}
 		sort.Strings(firsts)
 		caught := "**missed**"
+		// A control (no fault planted) per size the mutants run at:
+		// none, none-200.
+		control := m == "none" || strings.HasPrefix(m, "none-")
 		switch {
-		case m == "none" && len(r.Violations) == 0:
+		case control && len(r.Violations) == 0:
 			caught = "clean (the control: no fault planted)"
-		case m == "none":
+		case control:
 			caught = "**the control failed**: a violation with no fault planted"
 			rc = 1
 		case len(r.Violations) > 0:
@@ -277,7 +280,7 @@ func printMutantsTable(dir string, mutants []string) int {
 		default:
 			rc = 1
 		}
-		fmt.Printf("| %s | %s | %s | %d |\n", m, caught, strings.Join(firsts, "; "), len(r.Violations))
+		fmt.Printf("| %s | %d | %s | %s | %d |\n", m, r.Nodes, caught, strings.Join(firsts, "; "), len(r.Violations))
 	}
 	return rc
 }
