@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
 
@@ -25,38 +27,56 @@ import (
 // Without it only a time window can tell (raceWindow), and a binding
 // within that window of a foreign pod, confirmed or not, is never judged.
 
-// auditPolicy records, at Metadata level, the replicas' LISTs of pods and
-// their bindings, and nothing else.
+// auditPolicy records the replicas' LISTs of pods (Metadata: the node is in
+// the URI's field selector) and their bindings (Request: the node is in the
+// Binding's target), and nothing else.
 func auditPolicy(user string) string {
 	return fmt.Sprintf(`apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
-- level: Metadata
-  users: [%q]
-  verbs: ["list", "create"]
+- level: Request
+  users: [%[1]q]
+  verbs: ["create"]
   resources:
   - group: ""
-    resources: ["pods", "pods/binding"]
+    resources: ["pods/binding"]
+- level: Metadata
+  users: [%[1]q]
+  verbs: ["list"]
+  resources:
+  - group: ""
+    resources: ["pods"]
 - level: None
 `, user)
 }
 
 // auditSpan is one request: when the API server received it and when it
-// answered.
+// answered, and who sent it (the client certificate's id: each replica has
+// its own).
 type auditSpan struct {
 	received, completed time.Time
+	client              string
+}
+
+// auditBind is one successful binding: the pod's UID and the node.
+type auditBind struct {
+	auditSpan
+	uid  types.UID
+	node string
 }
 
 // auditTrail reads the audit log as it grows.
 type auditTrail struct {
 	path string
 	off  int64
-	// lists: per node, the replicas' LISTs of its pods (a field selector
-	// on spec.nodeName), in the order answered; binds: per pod
-	// (namespace/name), its successful bindings.
-	lists map[string][]auditSpan
-	binds map[string][]auditSpan
+	// lists: per client and node, that client's LISTs of the node's pods
+	// (a field selector on spec.nodeName), in the order answered; binds:
+	// per client, its successful bindings, in order; bindOf: each pod's
+	// last successful binding.
+	lists  map[string][]auditSpan
+	binds  map[string][]auditBind
+	bindOf map[types.UID]auditBind
 	// through: the newest answer read.
 	through time.Time
 	// lines, bad: lines read, and those that did not parse.
@@ -64,7 +84,7 @@ type auditTrail struct {
 }
 
 func newAuditTrail(path string) *auditTrail {
-	return &auditTrail{path: path, lists: map[string][]auditSpan{}, binds: map[string][]auditSpan{}}
+	return &auditTrail{path: path, lists: map[string][]auditSpan{}, binds: map[string][]auditBind{}, bindOf: map[types.UID]auditBind{}}
 }
 
 // read takes in the complete lines written since the last read.
@@ -77,6 +97,11 @@ func (a *auditTrail) read() error {
 		return err
 	}
 	defer f.Close()
+	// A file shorter than what was read is a new one (the API server
+	// started afresh on it): from its start.
+	if st, err := f.Stat(); err == nil && st.Size() < a.off {
+		a.off = 0
+	}
 	if _, err := f.Seek(a.off, io.SeekStart); err != nil {
 		return err
 	}
@@ -107,7 +132,7 @@ func (a *auditTrail) add(line []byte) bool {
 	if ev.Stage != auditv1.StageResponseComplete || ev.ObjectRef == nil || ev.ObjectRef.Resource != "pods" {
 		return true
 	}
-	span := auditSpan{received: ev.RequestReceivedTimestamp.Time, completed: ev.StageTimestamp.Time}
+	span := auditSpan{received: ev.RequestReceivedTimestamp.Time, completed: ev.StageTimestamp.Time, client: clientOf(&ev)}
 	if span.completed.After(a.through) {
 		a.through = span.completed
 	}
@@ -115,13 +140,28 @@ func (a *auditTrail) add(line []byte) bool {
 	switch {
 	case ev.Verb == "list" && ok:
 		if node := nodeOfList(ev.RequestURI); node != "" {
-			a.lists[node] = append(a.lists[node], span)
+			key := span.client + "/" + node
+			a.lists[key] = append(a.lists[key], span)
 		}
 	case ev.Verb == "create" && ev.ObjectRef.Subresource == "binding" && ok:
-		key := ev.ObjectRef.Namespace + "/" + ev.ObjectRef.Name
-		a.binds[key] = append(a.binds[key], span)
+		var b v1.Binding
+		if ev.RequestObject == nil || json.Unmarshal(ev.RequestObject.Raw, &b) != nil || b.Target.Name == "" {
+			return false
+		}
+		bind := auditBind{auditSpan: span, uid: ev.ObjectRef.UID, node: b.Target.Name}
+		a.binds[span.client] = append(a.binds[span.client], bind)
+		a.bindOf[bind.uid] = bind
 	}
 	return true
+}
+
+// clientOf names the request's client: its credential's id (a client
+// certificate's hash), the user if it has none.
+func clientOf(ev *auditv1.Event) string {
+	if id := ev.User.Extra["authentication.kubernetes.io/credential-id"]; len(id) > 0 {
+		return id[0]
+	}
+	return ev.User.Username
 }
 
 // nodeOfList is the node a LIST of pods selects by spec.nodeName, "" if none.
@@ -138,55 +178,57 @@ func nodeOfList(uri string) string {
 	return node
 }
 
-// lastBind is the pod's last successful binding.
-func (a *auditTrail) lastBind(namespace, name string) (auditSpan, bool) {
-	b := a.binds[namespace+"/"+name]
-	if len(b) == 0 {
-		return auditSpan{}, false
-	}
-	return b[len(b)-1], true
-}
-
-// confirmation is the last LIST of node's pods answered before the binding
-// bind was received and received at most within before it (ConfirmBinder
-// lists, then binds, within its confirmTimeout).
-func (a *auditTrail) confirmation(node string, bind auditSpan, within time.Duration) (auditSpan, bool) {
-	l := a.lists[node]
-	for i := len(l) - 1; i >= 0; i-- {
-		if l[i].completed.After(bind.received) {
-			continue
-		}
-		if l[i].received.Before(bind.received.Add(-within)) {
-			return auditSpan{}, false
-		}
-		return l[i], true
-	}
-	return auditSpan{}, false
-}
-
-// auditVerdict judges a Berth pod bound onto node beside a foreign pod the
-// soak created at foreignCreated (when its create returned: the pod was
-// stored by then): decided false when the audit log does not have the
-// binding yet or at all. race: the replica's confirmation LIST was
-// received before the foreign pod was stored. why says what the log shows.
-func (a *auditTrail) auditVerdict(namespace, name, node string, foreignCreated time.Time, within time.Duration) (race, decided bool, why string) {
+// auditVerdict judges a Berth pod (uid) bound onto node beside a foreign
+// pod the soak created at foreignCreated (when its create returned: the pod
+// was stored by then). decided is false while the log does not have the
+// binding. The replica that bound it must have listed the node's pods
+// since its previous binding onto that node (ConfirmBinder, confirm:
+// Always, lists and binds under the node's lock): race when that LIST was
+// received before the foreign pod was stored; a violation when it was
+// received after (a consistent read includes the foreign pod) or there was
+// none. why says what the log shows.
+func (a *auditTrail) auditVerdict(uid types.UID, node string, foreignCreated time.Time) (race, decided bool, why string) {
 	if a == nil || foreignCreated.IsZero() {
 		return false, false, ""
 	}
-	bind, ok := a.lastBind(namespace, name)
-	if !ok {
+	bind, ok := a.bindOf[uid]
+	if !ok || bind.node != node {
 		return false, false, ""
 	}
-	l, ok := a.confirmation(node, bind, within)
-	if !ok {
-		return false, true, fmt.Sprintf("bound at %s with no LIST of node %s's pods in the %s before (ConfirmBinder confirm: Always lists the node first)",
-			bind.received.Format("15:04:05.000"), node, within)
+	// The replica's last LIST of the node answered before the binding was
+	// received (its LISTs do not overlap: the node's lock), and its last
+	// binding onto the node before this one.
+	var list auditSpan
+	for _, l := range a.lists[bind.client+"/"+node] {
+		if !l.completed.After(bind.received) && l.received.After(list.received) {
+			list = l
+		}
 	}
-	if l.received.After(foreignCreated) {
+	var prev time.Time
+	for _, b := range a.binds[bind.client] {
+		if b.node == node && b.uid != uid && b.received.Before(bind.received) && b.received.After(prev) {
+			prev = b.received
+		}
+	}
+	switch {
+	case list.received.IsZero() || !prev.IsZero() && list.received.Before(prev):
+		return false, true, fmt.Sprintf("bound at %s with no LIST of node %s's pods by its replica since that replica's previous binding there (ConfirmBinder confirm: Always lists the node first)",
+			bind.received.Format("15:04:05.000"), node)
+	case list.received.After(foreignCreated):
 		return false, true, fmt.Sprintf("its confirmation listed node %s's pods at %s, %s after the foreign pod was stored, and it was bound anyway",
-			node, l.received.Format("15:04:05.000"), l.received.Sub(foreignCreated).Round(time.Millisecond))
+			node, list.received.Format("15:04:05.000"), list.received.Sub(foreignCreated).Round(time.Millisecond))
 	}
 	return true, true, ""
+}
+
+// lacks reports whether the log has been read past t plus slack without a
+// binding of uid: it will not have one (an API server restart lost it).
+func (a *auditTrail) lacks(uid types.UID, t time.Time, slack time.Duration) bool {
+	if a == nil {
+		return true
+	}
+	_, ok := a.bindOf[uid]
+	return !ok && a.through.After(t.Add(slack))
 }
 
 // auditSummary: what the trail read, for the report.

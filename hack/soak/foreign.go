@@ -54,12 +54,8 @@ const (
 	// latencyAround: how far from a binding a probe's latency stretches its
 	// race window.
 	latencyAround = 15 * time.Second
-	// confirmWithin: how long before a binding its confirmation LIST may
-	// have been received (ConfirmBinder's confirmTimeout, 5s in
-	// all-plugins.yaml, and a second), a slowed path's delays added.
-	confirmWithin = 6 * time.Second
 	// outsideWindow: why a binding is judged by the time window.
-	outsideWindow = "bound outside the race window of the foreign pod (no audit record of its binding)"
+	outsideWindow = "bound outside the race window of the foreign pod (judged by time: the audit log could not judge it)"
 	// auditWait: how long a binding may take to appear in the audit log
 	// before the time window judges it instead.
 	auditWait = time.Minute
@@ -305,16 +301,21 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 			race, decided := w.raceVerdicts[p.UID]
 			if !decided {
 				bound := w.boundAt[p.UID]
+				stored := w.foreignStored[lastForeignUID]
 				// The API server's audit log first: exact (audit.go).
-				within := confirmWithin + 2*w.delayAt(bound)
 				var why string
-				race, decided, why = w.audit.auditVerdict(p.Namespace, p.Name, node, w.foreignStored[lastForeignUID], within)
+				race, decided, why = w.audit.auditVerdict(p.UID, node, stored)
+				// Else the time window, once the reads around the binding
+				// are timed: without an audit log, without the foreign
+				// pod's creation time (its create returned an error), or
+				// when the log was read well past the binding without it
+				// (a restart lost it); the log may still bring it until
+				// auditWait.
+				byWindow := w.audit == nil || stored.IsZero() || w.audit.lacks(p.UID, bound, 10*time.Second) || time.Since(bound) >= auditWait
 				switch {
 				case decided:
 					w.raceWhy[p.UID] = why
-				case w.audit != nil && time.Since(bound) < auditWait:
-					return false, who, true // its binding is not in the log yet
-				case time.Since(bound) < latencyAround:
+				case !byWindow || time.Since(bound) < latencyAround:
 					return false, who, true
 				default:
 					race = bound.Sub(lastForeign) < w.raceWindow(bound)

@@ -57,18 +57,21 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	// the replicas: Kubernetes' own gangs beside scheduler-plugins'.
 	// The API server's audit log of the replicas' LISTs of pods and their
 	// bindings (audit.go): how an overcommit beside a foreign pod is judged.
-	auditDir, err := os.MkdirTemp("", "berth-soak-audit-")
-	if err != nil {
+	// Under --out: the evidence of a verdict stays with the report.
+	auditDir := filepath.Join(o.out, "audit")
+	if err := os.MkdirAll(auditDir, 0o755); err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(auditDir)
+	_ = os.Remove(filepath.Join(auditDir, "audit.log")) // an earlier run's
 	policy, auditLog := filepath.Join(auditDir, "policy.yaml"), filepath.Join(auditDir, "audit.log")
 	if err := os.WriteFile(policy, []byte(auditPolicy("system:serviceaccount:"+chartNamespace+":"+chartServiceAccount)), 0o600); err != nil {
 		return nil, err
 	}
 	cp, err := sandbox.StartControlPlane("max-requests-inflight=800", "max-mutating-requests-inflight=400",
 		"feature-gates="+nativeGangsGate, "runtime-config=scheduling.k8s.io/v1beta1=true",
-		"audit-policy-file="+policy, "audit-log-path="+auditLog, "audit-log-format=json", "audit-log-mode=blocking")
+		"audit-policy-file="+policy, "audit-log-path="+auditLog, "audit-log-format=json", "audit-log-mode=blocking",
+		// One file, never rotated (the watcher tails it).
+		"audit-log-maxsize=0")
 	if err != nil {
 		return nil, err
 	}
