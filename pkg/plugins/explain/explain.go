@@ -286,6 +286,9 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 	pl.out.enqueueAs(ctx, pod, r, summary, seq)
 }
 
+// notExplainedOverBudget: a placement recorded, not explained (Reserve).
+const notExplainedOverBudget = "not explained: over the explanation budget (maxPerMinute)"
+
 // maxGroupFailure bounds the scheduler's message kept in a result.
 const maxGroupFailure = 1024
 
@@ -484,6 +487,19 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		}
 		return nil
 	case !pl.withinBudget(ctx, pod):
+		// Over budget: nothing is computed. A pod whose last explanation
+		// says Pending (PostFilter's, or a rejection's: lastPending holds
+		// it) would keep it once bound: its placement is recorded,
+		// unexplained (a write, no computation).
+		if _, pending := pl.lastPending.LoadAndDelete(pod.UID); pending {
+			r := pl.newResult(OutcomePlaced, 0)
+			r.Placed = &Placed{Node: nodeName, NotScored: notExplainedOverBudget}
+			if l, err := pl.fh.SnapshotSharedLister().NodeInfos().List(); err == nil {
+				r.Nodes = len(l)
+			}
+			explanations.WithLabelValues(r.Outcome).Inc()
+			s.placed = &item{pod: pod, result: r, summary: fmt.Sprintf("placed on %s (%s)", nodeName, notExplainedOverBudget), seq: pl.out.next()}
+		}
 		return nil
 	}
 	if !inGroupCycle {

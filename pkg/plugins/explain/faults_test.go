@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -414,5 +415,29 @@ func TestAGroupTryIsExplainedOnceAndChargedOnce(t *testing.T) {
 	}
 	if spent := before - s.pl.budget.Tokens(); spent < 0.5 || spent > 1.5 {
 		t.Errorf("the tries and the kept explanation cost %.1f of the budget, want 1", spent)
+	}
+}
+
+// Found by the soak's control at 200 nodes (invariant 6): a pod explained
+// as pending, then placed while the budget was spent, kept its Pending
+// explanation once bound. Its placement is recorded unexplained (nothing is
+// computed), so the pod's explanation names the node it is bound to.
+func TestAPendingPodPlacedOverBudgetIsNotLeftPending(t *testing.T) {
+	nodes, pods := cluster()
+	huge := asking("grows-smaller", "40")
+	s := newSim(t, &config.ExplainArgs{TopNodes: 5, MaxPerMinute: 1}, nodes, pods, huge)
+	s.schedule(huge)
+	if r := s.result(huge); r.Outcome != OutcomePending {
+		t.Fatalf("first cycle: %s, want pending", r.Outcome)
+	}
+	// The same pod, now fitting (resized, say): placed with the budget spent.
+	fits := huge.DeepCopy()
+	fits.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("1")
+	s.schedule(fits)
+	if err := wait.PollUntilContextTimeout(s.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		r := s.result(fits)
+		return r.Outcome == OutcomePlaced && r.Placed != nil && r.Placed.Node != "", nil
+	}); err != nil {
+		t.Errorf("placed over budget: the explanation still says %+v, want the placement (unexplained)", s.result(fits))
 	}
 }
