@@ -321,6 +321,8 @@ func howToAsk(w io.Writer, ns, name, node string, asked bool) {
 func printTable(out io.Writer, pod string, r *explain.Result) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	switch {
+	case r.Placed != nil && r.Placed.Unexplained != "":
+		fmt.Fprintf(w, "Pod %s placed on %s by profile %s at %s; %s.\n", pod, r.Placed.Node, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"), r.Placed.Unexplained)
 	case r.Placed != nil:
 		p := r.Placed
 		fmt.Fprintf(w, "Pod %s placed on %s by profile %s at %s (%d of %d nodes feasible).\n", pod, p.Node, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"), p.Feasible, r.Nodes)

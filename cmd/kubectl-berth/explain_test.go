@@ -68,6 +68,19 @@ Scheduler: 0/3 nodes are available: 1 pod group ml/trainer: 3/4 members placed, 
 	}
 }
 
+func TestPrintTablePlacedUnexplained(t *testing.T) {
+	r := &explain.Result{Profile: "berth-all", Time: metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)), Outcome: explain.OutcomePlaced, Nodes: 3,
+		Placed: &explain.Placed{Node: "n1", Unexplained: "not explained: over the explanation budget (maxPerMinute)"}}
+	var out strings.Builder
+	if err := printTable(&out, "ns/p", r); err != nil {
+		t.Fatal(err)
+	}
+	want := "Pod ns/p placed on n1 by profile berth-all at 2026-12-01T12:00:00Z; not explained: over the explanation budget (maxPerMinute).\n"
+	if out.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 func TestHowToAsk(t *testing.T) {
 	for _, tc := range []struct {
 		node  string

@@ -289,6 +289,25 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 // notExplainedOverBudget: a placement recorded, not explained (Reserve).
 const notExplainedOverBudget = "not explained: over the explanation budget (maxPerMinute)"
 
+// placedUnexplained records a placement the budget left unexplained (no
+// computation: a write at PreBind) for a pod that asks, so that it has an
+// answer naming its node, and for one whose annotation holds an older
+// explanation (a sampled pod explained as Pending), which would no longer
+// be true once it is bound. Counted in skipped{budget} by withinBudget
+// (or at the PodGroup cycle's try), not as an explanation.
+func (pl *Explain) placedUnexplained(pod *v1.Pod, nodeName string, s *cycleState) {
+	if pod.Annotations[AnnotationRequest] != "true" && pod.Annotations[AnnotationResult] == "" {
+		return
+	}
+	pl.lastPending.Delete(pod.UID)
+	r := pl.newResult(OutcomePlaced, 0)
+	r.Placed = &Placed{Node: nodeName, Unexplained: notExplainedOverBudget}
+	if l, err := pl.fh.SnapshotSharedLister().NodeInfos().List(); err == nil {
+		r.Nodes = len(l)
+	}
+	s.placed = &item{pod: pod, result: r, summary: fmt.Sprintf("placed on %s (%s)", nodeName, notExplainedOverBudget), seq: pl.out.next()}
+}
+
 // maxGroupFailure bounds the scheduler's message kept in a result.
 const maxGroupFailure = 1024
 
@@ -484,22 +503,12 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 			explanations.WithLabelValues(tried.result.Outcome).Inc()
 			tried.pod = pod
 			s.placed = tried
+			return nil
 		}
+		pl.placedUnexplained(pod, nodeName, s)
 		return nil
 	case !pl.withinBudget(ctx, pod):
-		// Over budget: nothing is computed. A pod whose last explanation
-		// says Pending (PostFilter's, or a rejection's: lastPending holds
-		// it) would keep it once bound: its placement is recorded,
-		// unexplained (a write, no computation).
-		if _, pending := pl.lastPending.LoadAndDelete(pod.UID); pending {
-			r := pl.newResult(OutcomePlaced, 0)
-			r.Placed = &Placed{Node: nodeName, NotScored: notExplainedOverBudget}
-			if l, err := pl.fh.SnapshotSharedLister().NodeInfos().List(); err == nil {
-				r.Nodes = len(l)
-			}
-			explanations.WithLabelValues(r.Outcome).Inc()
-			s.placed = &item{pod: pod, result: r, summary: fmt.Sprintf("placed on %s (%s)", nodeName, notExplainedOverBudget), seq: pl.out.next()}
-		}
+		pl.placedUnexplained(pod, nodeName, s)
 		return nil
 	}
 	if !inGroupCycle {

@@ -436,8 +436,25 @@ func TestAPendingPodPlacedOverBudgetIsNotLeftPending(t *testing.T) {
 	s.schedule(fits)
 	if err := wait.PollUntilContextTimeout(s.ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		r := s.result(fits)
-		return r.Outcome == OutcomePlaced && r.Placed != nil && r.Placed.Node != "", nil
+		return r.Outcome == OutcomePlaced && r.Placed != nil && r.Placed.Node != "" && r.Placed.Unexplained != "", nil
 	}); err != nil {
 		t.Errorf("placed over budget: the explanation still says %+v, want the placement (unexplained)", s.result(fits))
+	}
+}
+
+// Found by the 30-minute soak (invariant 6): a pod that asks and is placed
+// while the budget is spent had no answer at all. It gets its placement,
+// unexplained.
+func TestAnAskingPodPlacedOverBudgetHasItsNode(t *testing.T) {
+	nodes, pods := cluster()
+	first, second := asking("first", "1"), asking("second", "1")
+	s := newSim(t, &config.ExplainArgs{TopNodes: 5, MaxPerMinute: 1}, nodes, pods, first, second)
+	s.schedule(first)
+	s.schedule(second)
+	if r := s.result(first); r.Placed == nil || r.Placed.Unexplained != "" {
+		t.Errorf("first (within budget): %+v, want an explained placement", r.Placed)
+	}
+	if r := s.result(second); r.Placed == nil || r.Placed.Node == "" || r.Placed.Unexplained != notExplainedOverBudget {
+		t.Errorf("second (over budget): %+v, want its node, unexplained", r.Placed)
 	}
 }

@@ -66,6 +66,9 @@ type Result struct {
 // Placed explains the choice of a node.
 type Placed struct {
 	Node string `json:"node"`
+	// Unexplained says why the placement is recorded without an
+	// explanation (the budget was spent); nothing below is set then.
+	Unexplained string `json:"unexplained,omitempty"`
 	// Scored: the cycle scored the feasible nodes. It does not when one
 	// node is feasible (the only one that fits, the pod's nominated node,
 	// or a node given by opportunistic batching); NotScored says which.
