@@ -493,9 +493,10 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	case s.grouped:
 		// Reserved for binding after the PodGroup cycle tried it: the
 		// try's explanation (charged then) is the placement's. Without one
-		// (the budget was spent, or another node), none: this Reserve's
-		// snapshot holds none of the members placed before, and would tell
-		// another story.
+		// (the budget was spent, or another node), no explanation: this
+		// Reserve's snapshot holds none of the members placed before, and
+		// would tell another story. The placement is recorded unexplained
+		// for a pod that asks (placedUnexplained).
 		tried := s.tried
 		s.tried = nil
 		if tried != nil && tried.result.Placed != nil && tried.result.Placed.Node == nodeName {
