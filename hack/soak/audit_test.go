@@ -172,7 +172,7 @@ func TestForeignOverrunJudgesFromTheAuditLog(t *testing.T) {
 	start := time.Now().Add(-time.Hour)
 	setup := func(a *auditTrail) *watcher {
 		w := &watcher{pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), boundAt: map[types.UID]time.Time{},
-			raceVerdicts: map[types.UID]bool{}, raceWhy: map[types.UID]string{}, foreignStored: map[types.UID]time.Time{}, audit: a}
+			raceVerdicts: map[types.UID]raceVerdict{}, foreignStored: map[types.UID]time.Time{}, audit: a}
 		for _, p := range []struct {
 			name, cpu string
 			foreign   bool

@@ -298,13 +298,12 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 			if lastForeign.IsZero() {
 				return false, who, false
 			}
-			race, decided := w.raceVerdicts[p.UID]
+			v, decided := w.raceVerdicts[p.UID]
 			if !decided {
 				bound := w.boundAt[p.UID]
 				stored := w.foreignStored[lastForeignUID]
 				// The API server's audit log first: exact (audit.go).
-				var why string
-				race, decided, why = w.audit.auditVerdict(p.UID, node, stored)
+				v.race, decided, v.why = w.audit.auditVerdict(p.UID, node, stored)
 				// Else the time window, once the reads around the binding
 				// are timed: without an audit log, without the foreign
 				// pod's creation time (its create returned an error), or
@@ -314,22 +313,27 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 				byWindow := w.audit == nil || stored.IsZero() || w.audit.lacks(p.UID, bound, 10*time.Second) || time.Since(bound) >= auditWait
 				switch {
 				case decided:
-					w.raceWhy[p.UID] = why
 				case !byWindow || time.Since(bound) < latencyAround:
 					return false, who, true
 				default:
-					race = bound.Sub(lastForeign) < w.raceWindow(bound)
-					w.raceWhy[p.UID] = outsideWindow
+					v = raceVerdict{race: bound.Sub(lastForeign) < w.raceWindow(bound), why: outsideWindow}
 				}
-				w.raceVerdicts[p.UID] = race
+				w.raceVerdicts[p.UID] = v
 			}
-			if race {
+			if v.race {
 				return true, who + " (a race)", false
 			}
-			return false, who + ": " + w.raceWhy[p.UID], false
+			return false, who + ": " + v.why, false
 		}
 	}
 	return false, "", false
+}
+
+// raceVerdict: whether a Berth pod's overcommit beside a foreign pod was a
+// race, and if not, why.
+type raceVerdict struct {
+	race bool
+	why  string
 }
 
 // sortByBound orders pods by when this watcher saw each bound (pods it saw

@@ -86,7 +86,7 @@ func TestForeignOverrunBlamesThePodThatArrivedLast(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &watcher{pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), boundAt: map[types.UID]time.Time{}, raceVerdicts: map[types.UID]bool{}, raceWhy: map[types.UID]string{}, foreignStored: map[types.UID]time.Time{}}
+			w := &watcher{pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), boundAt: map[types.UID]time.Time{}, raceVerdicts: map[types.UID]raceVerdict{}, foreignStored: map[types.UID]time.Time{}}
 			for _, p := range tc.pods(w) {
 				if err := w.pods.Add(p); err != nil {
 					t.Fatal(err)
@@ -212,7 +212,7 @@ func TestDelayAtEndsAfterTheSpanAndItsLinger(t *testing.T) {
 // A binding beside a foreign pod is judged once the reads around it are
 // timed (latencyAround later), not before.
 func TestForeignOverrunWaitsForTheReadsAroundTheBinding(t *testing.T) {
-	w := &watcher{pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), boundAt: map[types.UID]time.Time{}, raceVerdicts: map[types.UID]bool{}, raceWhy: map[types.UID]string{}, foreignStored: map[types.UID]time.Time{}}
+	w := &watcher{pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), boundAt: map[types.UID]time.Time{}, raceVerdicts: map[types.UID]raceVerdict{}, foreignStored: map[types.UID]time.Time{}}
 	now := time.Now()
 	for _, p := range []struct {
 		name, cpu string

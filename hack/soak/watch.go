@@ -165,13 +165,12 @@ type watcher struct {
 	// delays: the replicas' path delayed (slow-api, leader-partition:
 	// foreign.go's race window, AdmissionFeedback's in-flight pods);
 	// raceVerdicts: whether a Berth pod's overcommit beside a foreign pod
-	// was a race, once decided (foreignOverrun).
+	// was a race, and why not, once decided (foreignOverrun).
 	delays       []delaySpan
-	raceVerdicts map[types.UID]bool
-	// raceWhy: why a verdict was an overcommit; foreignStored: when each
-	// foreign pod's create returned; audit: the API server's audit log of
-	// the replicas' LISTs and bindings (nil without one).
-	raceWhy       map[types.UID]string
+	raceVerdicts map[types.UID]raceVerdict
+	// foreignStored: when each foreign pod's create returned; audit: the
+	// API server's audit log of the replicas' LISTs and bindings (nil
+	// without one).
 	foreignStored map[types.UID]time.Time
 	audit         *auditTrail
 	// pins: raced members, to the node raced; what became of them once
@@ -220,7 +219,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 		firstSeen: map[types.UID]time.Time{}, boundAt: map[types.UID]time.Time{},
 		refusals: map[string][]time.Time{}, refusedNodes: map[string]time.Time{},
 		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{}, groupRaced: map[string]time.Time{},
-		pins: map[types.UID]string{}, raceVerdicts: map[types.UID]bool{}, raceWhy: map[types.UID]string{}, foreignStored: map[types.UID]time.Time{}, nominatedSince: map[types.UID]time.Time{}, nominationEnded: map[types.UID]time.Time{},
+		pins: map[types.UID]string{}, raceVerdicts: map[types.UID]raceVerdict{}, foreignStored: map[types.UID]time.Time{}, nominatedSince: map[types.UID]time.Time{}, nominationEnded: map[types.UID]time.Time{},
 		quotaChanged: map[string]time.Time{}, groupChanged: map[string]time.Time{},
 		nodeGone: map[string]time.Time{}, gone: map[types.UID]gonePod{}, usedHistory: map[string][]usedSample{},
 		t: newTimers(), seenRunning: map[types.UID]bool{},
@@ -443,7 +442,6 @@ func (w *watcher) podDeleted(o any) {
 	delete(w.nominatedSince, p.UID)
 	delete(w.nominationEnded, p.UID)
 	delete(w.raceVerdicts, p.UID)
-	delete(w.raceWhy, p.UID)
 	delete(w.foreignStored, p.UID)
 	delete(w.pins, p.UID)
 	w.gone[p.UID] = gonePod{pod: p, at: time.Now()}
