@@ -4,6 +4,7 @@ package fakeapi
 
 import (
 	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,8 +15,11 @@ import (
 // BindThroughTracker is a reactor for "create" on "pods" that does what
 // kube-apiserver does on pods/binding: set the pod's nodeName and its
 // PodScheduled condition (the in-memory clientset stores nothing for a
-// binding).
-func BindThroughTracker(tracker clienttesting.ObjectTracker) clienttesting.ReactionFunc {
+// binding). now stamps the condition (nil: time.Now).
+func BindThroughTracker(tracker clienttesting.ObjectTracker, now func() time.Time) clienttesting.ReactionFunc {
+	if now == nil {
+		now = time.Now
+	}
 	return func(action clienttesting.Action) (bool, runtime.Object, error) {
 		ca, ok := action.(clienttesting.CreateAction)
 		if !ok || action.GetSubresource() != "binding" {
@@ -34,7 +38,7 @@ func BindThroughTracker(tracker clienttesting.ObjectTracker) clienttesting.React
 			return true, nil, fmt.Errorf("pod %s/%s is already bound to %s", p.Namespace, p.Name, p.Spec.NodeName)
 		}
 		p.Spec.NodeName = b.Target.Name
-		cond := v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.Now()}
+		cond := v1.PodCondition{Type: v1.PodScheduled, Status: v1.ConditionTrue, LastTransitionTime: metav1.NewTime(now())}
 		replaced := false
 		for i := range p.Status.Conditions {
 			if p.Status.Conditions[i].Type == v1.PodScheduled {

@@ -12,6 +12,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,6 +82,28 @@ type Clients struct {
 	CRD     *crdfake.Clientset
 	Metrics *metricsfake.Clientset
 	Dynamic *dynamicfake.FakeDynamicClient
+
+	// now is the API's clock: it stamps bindings and provisioned volumes.
+	now func() time.Time
+	// provisioned are the claims the API's stand-in provisioner bound.
+	mu          sync.Mutex
+	provisioned []Provisioned
+}
+
+// Provisioned is a claim waiting for its first consumer that the offline
+// API provisioned (fakeapi.ProvisionThroughTracker): Claim
+// ("namespace/name") on Node.
+type Provisioned struct{ Claim, Node string }
+
+// SetClock sets the API's clock (time.Now until then); call it before the
+// scheduler is built.
+func (c *Clients) SetClock(now func() time.Time) { c.now = now }
+
+// Provisioned lists the claims provisioned so far.
+func (c *Clients) Provisioned() []Provisioned {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.provisioned)
 }
 
 // NewClients returns empty clients.
@@ -94,13 +118,24 @@ func NewClientsWith(kube, crds, metrics, dyn []runtime.Object) *Clients {
 		Kube:    kubefake.NewClientset(kube...),
 		CRD:     crdfake.NewSimpleClientset(crds...),
 		Metrics: metricsfake.NewSimpleClientset(),
+		now:     time.Now,
 	}
+	clock := func() time.Time { return c.now() }
 	// NodeMetrics are served as "nodes" of metrics.k8s.io; the fake's
 	// constructor would guess "nodemetricses", which its own List never reads.
 	for _, m := range metrics {
 		_ = c.Metrics.Tracker().Create(metricsv1beta1.SchemeGroupVersion.WithResource("nodes"), m, "")
 	}
-	c.Kube.PrependReactor("create", "pods", fakeapi.BindThroughTracker(c.Kube.Tracker()))
+	c.Kube.PrependReactor("create", "pods", fakeapi.BindThroughTracker(c.Kube.Tracker(), clock))
+	// No PV controller and no provisioner run offline: claims waiting for
+	// their first consumer are provisioned and bound as VolumeBinding's
+	// PreBind asks, at once (it would wait out its bindTimeout otherwise).
+	c.Kube.PrependReactor("update", "persistentvolumeclaims", fakeapi.ProvisionThroughTracker(c.Kube.Tracker(), clock, func(claim, node string) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.provisioned = append(c.provisioned, Provisioned{Claim: claim, Node: node})
+	}))
+	c.Kube.PrependReactor("update", "persistentvolumes", fakeapi.BindClaimsThroughTracker(c.Kube.Tracker()))
 	// kube-apiserver filters pod lists and watches by field (the scheduler's
 	// informer leaves ended pods out, AdmissionFeedback lists Failed ones);
 	// the fake applies label selectors only.

@@ -21,10 +21,10 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
-	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsscheme "k8s.io/metrics/pkg/client/clientset/versioned/scheme"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/berth-scheduler/berth/internal/pluginclock"
 	"github.com/berth-scheduler/berth/internal/snapshot"
 	crdscheme "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/scheme"
 )
@@ -154,11 +154,20 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The snapshot's time is the plugins' clock: a sample, a refusal, a
+	// grace period is as old as it was when the snapshot was taken. The
+	// scheduler's own timers (backoffs, Permit's waits) keep real time.
+	now := time.Now
+	if !snap.Taken.IsZero() {
+		now = pluginclock.At(snap.Taken.Time)
+		ctx = pluginclock.With(ctx, now)
+	}
 	sim := &Simulation{}
 	c, places, bound, later, err := load(snap, plan, cfg, sim)
 	if err != nil {
 		return nil, err
 	}
+	c.SetClock(now)
 	s, err := Build(ctx, cfg, c)
 	if err != nil {
 		return nil, err
@@ -263,7 +272,27 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		groups = append(groups, &pgs.Items[i])
 	}
 	totals(sim, s.Cache.Dump().Nodes, quotas, groups)
+	if w := provisionedWarning(c.Provisioned()); w != "" {
+		sim.Warnings = append(sim.Warnings, w)
+	}
 	return sim, nil
+}
+
+// provisionedWarning says which claims the simulation provisioned.
+func provisionedWarning(made []Provisioned) string {
+	if len(made) == 0 {
+		return ""
+	}
+	names := make([]string, 0, min(len(made), 10))
+	for i, p := range made {
+		if i == 10 {
+			names = append(names, fmt.Sprintf("… %d more", len(made)-i))
+			break
+		}
+		names = append(names, p.Claim+" on "+p.Node)
+	}
+	return fmt.Sprintf("%d claims waiting for their first consumer were provisioned as their StorageClass's provisioner would, on the node the pod was placed on (%s): VolumeBinding checked the class's allowedTopologies and CSIStorageCapacity; a provisioner's own failures are not simulated",
+		len(made), strings.Join(names, ", "))
 }
 
 // byConstruction says, for the plugins of profiles that decide on what a
@@ -455,11 +484,6 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 				sim.Unmodelled = append(sim.Unmodelled, fmt.Sprintf("%s %s: %v", gvk.Kind, u.GetName(), err))
 				continue
-			}
-			// As fresh now as it was when the snapshot was taken: LoadAware
-			// ignores samples older than its metricsExpiration.
-			if m, ok := obj.(*metricsv1beta1.NodeMetrics); ok && !snap.Taken.IsZero() {
-				m.Timestamp = metav1.NewTime(time.Now().Add(m.Timestamp.Sub(snap.Taken.Time)))
 			}
 			metrics = append(metrics, obj)
 		default:

@@ -2,6 +2,7 @@ package offline
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/berth-scheduler/berth/internal/snapshot"
@@ -97,6 +100,17 @@ func simulate(t *testing.T, mode Mode, objs ...runtime.Object) *Simulation {
 
 func simulateWith(t *testing.T, config string, plan Plan, objs ...runtime.Object) *Simulation {
 	t.Helper()
+	cfg := loadConfig(t, config)
+	snap := &snapshot.File{}
+	snap.APIVersion, snap.Kind = snapshot.APIVersion, snapshot.Kind
+	for _, o := range objs {
+		snap.Items = append(snap.Items, item(t, o))
+	}
+	return simulateFile(t, cfg, snap, plan)
+}
+
+func loadConfig(t *testing.T, config string) *schedconfig.KubeSchedulerConfiguration {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -105,11 +119,11 @@ func simulateWith(t *testing.T, config string, plan Plan, objs ...runtime.Object
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap := &snapshot.File{}
-	snap.APIVersion, snap.Kind = snapshot.APIVersion, snapshot.Kind
-	for _, o := range objs {
-		snap.Items = append(snap.Items, item(t, o))
-	}
+	return cfg
+}
+
+func simulateFile(t *testing.T, cfg *schedconfig.KubeSchedulerConfiguration, snap *snapshot.File, plan Plan) *Simulation {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	sim, err := Simulate(ctx, cfg, snap, plan)
@@ -277,5 +291,121 @@ func TestSimulateDrainRefusesNodesNotInTheSnapshot(t *testing.T) {
 		if _, err := Simulate(context.Background(), nil, snap, tc.plan); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: error %v, want %q", tc.plan, err, tc.want)
 		}
+	}
+}
+
+const nodeAnnotationsConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: berth-sim
+  plugins:
+    multiPoint:
+      enabled:
+      - name: LoadAware
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources:
+        - name: cpu
+          weight: 1
+  - name: LoadAware
+    args:
+      source: NodeAnnotations
+      usageThresholds: {cpu: 80}
+`
+
+// usageAt is LoadAware's NodeAnnotations value: cpu used, sampled at at.
+func usageAt(cpu string, at time.Time) map[string]string {
+	return map[string]string{"berth.io/node-usage": fmt.Sprintf(`{"cpu":%q,"memory":"1Gi","timestamp":%q}`, cpu, at.UTC().Format(time.RFC3339))}
+}
+
+// A snapshot is read on its own clock: LoadAware's samples, a minute old
+// when it was taken, are a minute old in the simulation however old the
+// file is (their expiry is 3 minutes).
+func TestSimulateReadsTheSnapshotOnItsOwnClock(t *testing.T) {
+	cfg := loadConfig(t, nodeAnnotationsConfig)
+	for _, age := range []time.Duration{0, time.Hour, 30 * 24 * time.Hour} {
+		taken := time.Now().Add(-age).Truncate(time.Second)
+		// By requests (MostAllocated) the small hot node wins; its usage
+		// (3.9 of 4 CPUs) is over the threshold.
+		hot, cool := simNode("hot", "web", "4"), simNode("cool", "web", "16")
+		hot.Annotations = usageAt("3900m", taken.Add(-time.Minute))
+		cool.Annotations = usageAt("500m", taken.Add(-time.Minute))
+		snap := &snapshot.File{}
+		snap.APIVersion, snap.Kind, snap.Taken = snapshot.APIVersion, snapshot.Kind, metav1.NewTime(taken)
+		for _, o := range []runtime.Object{teamNamespace(), hot, cool, simPod("web-a", "web", "", 1)} {
+			snap.Items = append(snap.Items, item(t, o))
+		}
+		if o := outcomes(simulateFile(t, cfg, snap, Plan{Mode: ModePending}))["web-a"]; o.Node != "cool" {
+			t.Errorf("snapshot taken %v ago: web-a %+v, want it on cool (hot's sample, a minute old when taken, is over the threshold)", age, o)
+		}
+	}
+}
+
+// A pending pod whose claim waits for its first consumer (a
+// WaitForFirstConsumer StorageClass, as most clouds' default and every new
+// StatefulSet's) is placed, its volume provisioned on the node chosen, as
+// the class's provisioner would; the run does not wait for a PV controller
+// that does not run offline.
+func TestSimulateProvisionsClaimsWaitingForTheirFirstConsumer(t *testing.T) {
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	class := &storagev1.StorageClass{TypeMeta: metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
+		ObjectMeta: metav1.ObjectMeta{Name: "standard"}, Provisioner: "disk.csi.example.com", VolumeBindingMode: &wffc,
+		AllowedTopologies: []v1.TopologySelectorTerm{{MatchLabelExpressions: []v1.TopologySelectorLabelRequirement{
+			{Key: "topology.kubernetes.io/zone", Values: []string{"a", "b"}}}}}}
+	claim := &v1.PersistentVolumeClaim{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "data-db-0", UID: "uid-data-db-0"},
+		Spec: v1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("standard"), AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("10Gi")}}},
+		Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimPending}}
+	db := simPod("db-0", "web", "", 1)
+	db.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data-db-0"}}}}
+	// Zone c is not in the class's allowed topologies.
+	inA, inC := simNode("node-a", "web", "2"), simNode("node-c", "web", "8")
+	inA.Labels["topology.kubernetes.io/zone"], inC.Labels["topology.kubernetes.io/zone"] = "a", "c"
+	sim := simulate(t, ModePending, teamNamespace(), inA, inC, class, claim, db)
+	if o := outcomes(sim)["db-0"]; o.Node != "node-a" {
+		t.Errorf("db-0 %+v: want it on node-a (node-c's zone is not in the class's allowedTopologies)", o)
+	}
+	want := "1 claims waiting for their first consumer were provisioned"
+	found := false
+	for _, w := range sim.Warnings {
+		found = found || strings.Contains(w, want) && strings.Contains(w, "team/data-db-0 on node-a")
+	}
+	if !found {
+		t.Errorf("warnings %q, want one saying %q and naming team/data-db-0 on node-a", sim.Warnings, want)
+	}
+}
+
+// A claim waiting for its first consumer that an existing volume can take
+// (a local volume, class without a provisioner) is bound to it as the PV
+// controller would once VolumeBinding pre-binds the volume; the pod goes to
+// the volume's node.
+func TestSimulateBindsAnExistingVolumeToAClaimWaitingForItsFirstConsumer(t *testing.T) {
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	class := &storagev1.StorageClass{TypeMeta: metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
+		ObjectMeta: metav1.ObjectMeta{Name: "local"}, Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &wffc}
+	pv := &v1.PersistentVolume{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
+		ObjectMeta: metav1.ObjectMeta{Name: "local-b"},
+		Spec: v1.PersistentVolumeSpec{StorageClassName: "local", AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			Capacity:               v1.ResourceList{v1.ResourceStorage: resource.MustParse("100Gi")},
+			PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/mnt/disk"}},
+			NodeAffinity: &v1.VolumeNodeAffinity{Required: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{
+				{Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: []string{"node-b"}}}}}}}},
+		Status: v1.PersistentVolumeStatus{Phase: v1.VolumeAvailable}}
+	claim := &v1.PersistentVolumeClaim{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cache", UID: "uid-cache"},
+		Spec: v1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("local"), AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("10Gi")}}},
+		Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimPending}}
+	p := simPod("cache-0", "web", "", 1)
+	p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "cache"}}}}
+	sim := simulate(t, ModePending, teamNamespace(), simNode("node-a", "web", "8"), simNode("node-b", "web", "2"), class, pv, claim, p)
+	if o := outcomes(sim)["cache-0"]; o.Node != "node-b" {
+		t.Errorf("cache-0 %+v: want it on node-b, the local volume's node", o)
 	}
 }

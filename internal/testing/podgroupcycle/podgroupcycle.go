@@ -87,7 +87,7 @@ func NewWithBackoff(t *testing.T, seconds int64, config string, reg frameworkrun
 		t.Fatal(err)
 	}
 	client := kubefake.NewClientset(objs...)
-	client.PrependReactor("create", "pods", fakeapi.BindThroughTracker(client.Tracker()))
+	client.PrependReactor("create", "pods", fakeapi.BindThroughTracker(client.Tracker(), nil))
 	informerFactory := scheduler.NewInformerFactory(client, 0, nil)
 	// The dynamic informers the scheduler starts for plugins' custom
 	// resources (queueing hints) list these.

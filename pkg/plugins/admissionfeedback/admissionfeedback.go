@@ -35,6 +35,7 @@ import (
 	"github.com/berth-scheduler/berth/internal/cyclestate"
 	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/perclient"
+	"github.com/berth-scheduler/berth/internal/pluginclock"
 	"github.com/berth-scheduler/berth/internal/podorigin"
 )
 
@@ -199,6 +200,7 @@ func newSharedState(h fwk.Handle, args *config.AdmissionFeedbackArgs) *shared {
 func newShared(ctx context.Context, h fwk.Handle, args *config.AdmissionFeedbackArgs) (*shared, error) {
 	logger := klog.FromContext(ctx)
 	sh := newSharedState(h, args)
+	sh.now = pluginclock.From(ctx, timeNow)
 	sh.writer = leadership.NewWriter(ctx, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)
 
 	// The scheduler's own pod informer leaves out Failed pods (a pod that

@@ -70,7 +70,7 @@ func newTestPlugin(t testing.TB, mutate func(*configv1.ConfirmBinderArgs), objs 
 	client := fake.NewClientset(objs...)
 	// The fake does not apply Bindings: do it, so that a bound pod shows in
 	// the next LIST, as it does on an API server.
-	client.PrependReactor("create", "pods", fakeapi.BindThroughTracker(client.Tracker()))
+	client.PrependReactor("create", "pods", fakeapi.BindThroughTracker(client.Tracker(), nil))
 	h := &testHandle{client: client, recorder: events.NewFakeRecorder(10000), snapshot: cache.NewSnapshot(nil, []*v1.Node{liveNode()})}
 	_, ctx := ktesting.NewTestContext(t)
 	// The plugin's goroutines (the process fence's beat) end with the test.

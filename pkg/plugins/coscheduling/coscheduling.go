@@ -40,6 +40,7 @@ import (
 	"github.com/berth-scheduler/berth/internal/gang"
 	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/perclient"
+	"github.com/berth-scheduler/berth/internal/pluginclock"
 	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
 	"github.com/berth-scheduler/berth/internal/spclient/informers/externalversions"
 	pglisters "github.com/berth-scheduler/berth/internal/spclient/listers/scheduling/v1alpha1"
@@ -190,6 +191,7 @@ func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 		return nil, err
 	}
 	mgr := newManager()
+	mgr.now = pluginclock.From(ctx, time.Now)
 	mgr.trackDirty = args.WriteStatus
 	sh := &shared{mgr: mgr, args: *args, pgClient: c, fh: h,
 		writer: leadership.NewWriter(ctx, h.SharedInformerFactory().Core().V1().Pods().Informer().HasSynced)}

@@ -82,7 +82,7 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	if n := sh.rejectWaiting(key, msg+"; the gang's held members are released"); n > 0 {
 		// Members not yet tried would take the room just given back, and
 		// be held for a gang that does not fit: refuse them for a while.
-		sh.mgr.markFailed(key, fmt.Sprintf("pod group %s could not be placed at %s; waiting for a change in the cluster", key, time.Now().UTC().Format(time.RFC3339)))
+		sh.mgr.markFailed(key, fmt.Sprintf("pod group %s could not be placed at %s; waiting for a change in the cluster", key, sh.mgr.now().UTC().Format(time.RFC3339)))
 		rejectionsTotal.WithLabelValues("member-unschedulable").Add(float64(n))
 		msg += fmt.Sprintf("; %d members held at Permit were released", n)
 		sh.events.podGroupRef(s, v1.EventTypeWarning, reasonReleased, msg)

@@ -36,6 +36,7 @@ import (
 	"github.com/berth-scheduler/berth/internal/gang"
 	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/perclient"
+	"github.com/berth-scheduler/berth/internal/pluginclock"
 	"github.com/berth-scheduler/berth/internal/preemptible"
 	"github.com/berth-scheduler/berth/internal/spclient/clientset/versioned"
 	"github.com/berth-scheduler/berth/internal/spclient/informers/externalversions"
@@ -180,6 +181,7 @@ func newShared(ctx context.Context, h fwk.Handle, c versioned.Interface, args *c
 		return nil, err
 	}
 	sh := &shared{mgr: newManager(), args: *args, eqClient: c}
+	sh.mgr.now = pluginclock.From(ctx, time.Now)
 	only := sets.New(args.Resources...)
 	logger := klog.FromContext(ctx)
 

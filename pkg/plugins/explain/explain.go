@@ -38,6 +38,7 @@ import (
 	"github.com/berth-scheduler/berth/apis/config/validation"
 	"github.com/berth-scheduler/berth/internal/fitoptions"
 	"github.com/berth-scheduler/berth/internal/leadership"
+	"github.com/berth-scheduler/berth/internal/pluginclock"
 )
 
 const (
@@ -132,7 +133,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	registerMetrics()
 	_, fitOpts := fitoptions.FromGates()
-	pl := &Explain{fh: h, args: *args, now: time.Now, fitOpts: fitOpts, out: newWriter(ctx, h)}
+	pl := &Explain{fh: h, args: *args, now: pluginclock.From(ctx, time.Now), fitOpts: fitOpts, out: newWriter(ctx, h)}
 	if len(args.Namespaces) > 0 {
 		pl.namespaces = sets.New(args.Namespaces...)
 	}

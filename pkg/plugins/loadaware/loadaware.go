@@ -27,6 +27,7 @@ import (
 	"github.com/berth-scheduler/berth/apis/config/validation"
 	"github.com/berth-scheduler/berth/internal/cyclestate"
 	"github.com/berth-scheduler/berth/internal/noderecord"
+	"github.com/berth-scheduler/berth/internal/pluginclock"
 )
 
 const (
@@ -128,6 +129,7 @@ func newWithMetricsClient(newClient metricsClientFunc) func(context.Context, run
 		}
 		registerMetrics()
 		pl := newPlugin(args, h)
+		pl.now = pluginclock.From(ctx, time.Now)
 		pl.nodeLister = h.SharedInformerFactory().Core().V1().Nodes().Lister()
 
 		switch args.Source {
@@ -137,11 +139,13 @@ func newWithMetricsClient(newClient metricsClientFunc) func(context.Context, run
 				return nil, fmt.Errorf("building the metrics.k8s.io client: %w", err)
 			}
 			src := newMetricsAPISource(client, args.MetricsRefreshInterval.Duration, pl.onRefresh)
+			src.now = pl.now
 			src.onFailure = pl.onRefreshFailure
 			pl.source = src
 			go src.run(ctx)
 		case config.LoadAwareSourceNodeAnnotations:
 			src := newAnnotationSource(args.AnnotationKey)
+			src.now = pl.now
 			src.exists = func(name string) bool {
 				_, err := pl.nodeLister.Get(name)
 				return err == nil

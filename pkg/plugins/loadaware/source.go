@@ -61,8 +61,9 @@ func newSample(cpu, mem resource.Quantity, ts, received time.Time) sample {
 	}
 	if ts.After(received) {
 		badSamples.WithLabelValues(badFuture).Inc()
-		// Wall clock only, as every parsed timestamp: received is
-		// time.Now(), whose monotonic reading a node's line cannot hold.
+		// Wall clock only, as every parsed timestamp: received is the
+		// plugin's clock (time.Now()), whose monotonic reading a node's
+		// line cannot hold.
 		s.timestamp = received.Round(0)
 	}
 	return s
@@ -93,10 +94,12 @@ type metricsAPISource struct {
 	lastSuccess atomic.Int64
 	// done is closed when the refresh loop has returned.
 	done chan struct{}
+	// now is the plugin's clock: a list is received, and succeeds, at now().
+	now func() time.Time
 }
 
 func newMetricsAPISource(client metricsclient.Interface, interval time.Duration, onRefresh func(klog.Logger, map[string]sample)) *metricsAPISource {
-	s := &metricsAPISource{client: client, interval: interval, onRefresh: onRefresh, done: make(chan struct{})}
+	s := &metricsAPISource{client: client, interval: interval, onRefresh: onRefresh, done: make(chan struct{}), now: time.Now}
 	empty := map[string]sample{}
 	s.snapshot.Store(&empty)
 	return s
@@ -133,7 +136,7 @@ func (s *metricsAPISource) refresh(ctx context.Context) error {
 		return fmt.Errorf("listing NodeMetrics: %w", err)
 	}
 	snap := make(map[string]sample, len(list.Items))
-	received := time.Now()
+	received := s.now()
 	for _, m := range list.Items {
 		// A sample describes the window that ends at its timestamp.
 		snap[m.Name] = newSample(*m.Usage.Cpu(), *m.Usage.Memory(), m.Timestamp.Time, received)
@@ -141,7 +144,7 @@ func (s *metricsAPISource) refresh(ctx context.Context) error {
 	s.snapshot.Store(&snap)
 	// After the store: a reader that sees the new version reads the new snapshot.
 	s.generation.Add(1)
-	s.lastSuccess.Store(time.Now().UnixNano())
+	s.lastSuccess.Store(s.now().UnixNano())
 	lastRefresh.SetToCurrentTime()
 	if s.onRefresh != nil {
 		s.onRefresh(klog.FromContext(ctx), snap)
