@@ -5,15 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/component-base/version"
@@ -34,13 +38,19 @@ type simulateReport struct {
 	Pods       []simulatedPod `json:"pods"`
 	Unmodelled []string       `json:"unmodelled,omitempty"`
 	Warnings   []string       `json:"warnings,omitempty"`
+	// TimedOut: --timeout passed before the scheduler was done (under
+	// some config); the pods not placed by then say so.
+	TimedOut bool `json:"timedOut,omitempty"`
 }
 
 type simulateTotals struct {
 	Pods    int   `json:"pods"`
 	Placed  []int `json:"placed"`
 	Pending []int `json:"pending"`
-	Moved   int   `json:"moved"`
+	// NoProfile counts, per config, the pods another config placed that
+	// it has no profile for (in Pending: nothing would place them).
+	NoProfile []int `json:"noProfile"`
+	Moved     int   `json:"moved"`
 	// Ties are pods placed on another node that scored as high as the
 	// first config's node (or the other way round): not moved.
 	Ties           int `json:"ties"`
@@ -53,6 +63,9 @@ type simulateTotals struct {
 	// PendingReasons count, per filter status, the pending pods it kept off
 	// at least one node (and the nodes), per config.
 	PendingReasons []reasonTotal `json:"pendingReasons,omitempty"`
+	// OtherSchedulers count, per config, the pods of each schedulerName
+	// it has no profile for: left where they are, pending or bound.
+	OtherSchedulers []map[string]int `json:"otherSchedulers"`
 	// Nodes, Quotas and Gangs are per config, in the order given.
 	Nodes  []nodeTotal  `json:"nodes,omitempty"`
 	Quotas []quotaTotal `json:"quotas,omitempty"`
@@ -88,14 +101,16 @@ type gangTotal struct {
 }
 
 type simulatedPod struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	Namespace     string `json:"namespace"`
+	Name          string `json:"name"`
+	SchedulerName string `json:"schedulerName"`
 	// Outcomes are one per config, in the order given.
 	Outcomes []simulatedOutcome `json:"outcomes"`
 	// Change compares the last config's outcome with the first's: "",
 	// "moved", "tie" (on another node that scored as high), "newly-pending",
-	// "newly-placed", "newly-preempted" (empty when a config has no profile
-	// for the pod).
+	// "newly-placed", "newly-preempted" (a pod placed under the first
+	// config and of no profile of the last is newly pending: nothing
+	// would schedule it).
 	Change string `json:"change,omitempty"`
 	// Why says, for a change, what decided it under the last config.
 	Why string `json:"why,omitempty"`
@@ -126,7 +141,8 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	var snapPath, output, failOn, featureGates string
 	var configs, drain []string
 	var mode string
-	var verbose bool
+	var verbose, keepTerminating, allowPartial bool
+	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "simulate --snapshot FILE --config CURRENT.yaml [--config PROPOSED.yaml] [--mode pending|replace|drain --nodes NODE,...]",
 		Short: "Replay a snapshot through Berth's scheduler under a configuration (or two, and see what differs), offline",
@@ -165,7 +181,10 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				return fmt.Errorf("--fail-on %q: newly-pending or pending", failOn)
 			case failOn == "newly-pending" && len(configs) != 2:
 				return errors.New("--fail-on newly-pending compares two configurations: give --config twice")
+			case timeout <= 0:
+				return fmt.Errorf("--timeout %s: give a positive duration", timeout)
 			}
+			deadline := time.Now().Add(timeout)
 			if !verbose {
 				quietKlog()
 			}
@@ -187,7 +206,7 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 			}
-			plan := offline.Plan{Mode: offline.Mode(mode), Drain: drain}
+			plan := offline.Plan{Mode: offline.Mode(mode), Drain: drain, KeepTerminating: keepTerminating}
 			if err := plan.Check(snap); err != nil {
 				return fmt.Errorf("--mode %s --nodes %s: %w", mode, strings.Join(drain, ","), err)
 			}
@@ -195,14 +214,28 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			if w := versionSkew(snap); w != "" {
 				r.Warnings = append(r.Warnings, w)
 			}
+			if inc := snap.Incomplete(); len(inc) > 0 && !allowPartial {
+				parts := make([]string, len(inc))
+				for i, o := range inc {
+					parts[i] = o.Resource + ": " + o.Reason
+				}
+				return fmt.Errorf("%s is incomplete (%s): simulated without them, the cluster would not be the one snapshotted; take the snapshot with credentials that can read them (manifests/rbac/snapshot-reader.yaml) or pass --allow-partial-snapshot", snapPath, strings.Join(parts, "; "))
+			}
 			for _, o := range snap.Omitted {
 				r.Warnings = append(r.Warnings, fmt.Sprintf("the snapshot has no %s (%s)", o.Resource, o.Reason))
 			}
 			var sims []*offline.Simulation
 			for i, cfg := range cfgs {
+				// One deadline for the whole run.
+				plan.Timeout = max(time.Until(deadline), time.Nanosecond)
+				plan.Progress = newProgressLine(streams.ErrOut, configs[i])
 				sim, err := offline.Simulate(cmd.Context(), cfg, snap, plan)
-				if err != nil {
+				plan.Progress(offline.Progress{Placed: -1})
+				switch {
+				case errors.Is(err, offline.ErrConfig):
 					return fmt.Errorf("%s: %w", configs[i], err)
+				case err != nil:
+					return exitCode{4, fmt.Errorf("%s: the simulation failed: %w", configs[i], err)}
 				}
 				sims = append(sims, sim)
 				// The next config's run says how the node this one chose
@@ -225,6 +258,16 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				return err
 			}
 			last := len(sims) - 1
+			if r.TimedOut {
+				return exitCode{4, fmt.Errorf("--timeout %s passed before the scheduler was done: the report shows what it had placed by then", timeout)}
+			}
+			// A gate that checks nothing fails: a config with no profile
+			// for any pod of a snapshot that has pods.
+			for i, sim := range sims {
+				if failOn != "" && sim.Ours == 0 && len(sim.OtherSchedulers) > 0 {
+					return exitCode{3, fmt.Errorf("--fail-on %s: %s has no profile for any pod of the snapshot (its pods name %s)", failOn, configs[i], schedulerCounts(sim.OtherSchedulers))}
+				}
+			}
 			switch {
 			case failOn == "newly-pending" && r.Totals.NewlyPending+r.Totals.NewlyPreempted > 0:
 				return exitCode{3, fmt.Errorf("--fail-on newly-pending: %d pods placed under %s are pending or preempted under %s", r.Totals.NewlyPending+r.Totals.NewlyPreempted, configs[0], configs[last])}
@@ -242,7 +285,48 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit 3 when newly-pending (pods placed under the first config pending under the second) or pending (any pod pending under the last config)")
 	cmd.Flags().StringVar(&featureGates, "feature-gates", "", "the scheduler's --feature-gates (A=true,B=false)")
 	cmd.Flags().BoolVar(&verbose, "verbose", false, "print the scheduler's own logs")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "end the run after this long (both configs together) and report what was placed by then, with exit code 4")
+	cmd.Flags().BoolVar(&keepTerminating, "keep-terminating", false, "keep pods being deleted where they are, holding their room (by default they are left out: they leave within their grace period)")
+	cmd.Flags().BoolVar(&allowPartial, "allow-partial-snapshot", false, "simulate a snapshot that could not read some resources (forbidden, or discovery failed) instead of refusing it")
+	_ = cmd.MarkFlagRequired("snapshot")
 	return cmd
+}
+
+// schedulerCounts lists pods by schedulerName: "default-scheduler (40),
+// volcano (2)".
+func schedulerCounts(m map[string]int) string {
+	names := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s (%d)", n, m[n])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// newProgressLine returns a progress callback that, on a terminal and once
+// a run has taken 3 s, keeps one line on w up to date: pods placed of the
+// total and the rate. Progress{Placed: -1} ends the line.
+func newProgressLine(w io.Writer, config string) func(offline.Progress) {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return func(offline.Progress) {}
+	}
+	start, shown := time.Now(), false
+	var mu sync.Mutex
+	return func(p offline.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case p.Placed < 0:
+			if shown {
+				fmt.Fprintln(w)
+			}
+		case time.Since(start) >= 3*time.Second:
+			rate := float64(p.Placed) / time.Since(start).Seconds()
+			fmt.Fprintf(w, "\r%s: %d of %d pods placed (%.0f/s) ", config, p.Placed, p.Total, rate)
+			shown = true
+		}
+	}
 }
 
 // versionSkew warns when the snapshot's cluster is of another minor than
@@ -286,7 +370,10 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 	index := map[string]int{}
 	r.Totals.Placed = make([]int, len(sims))
 	r.Totals.Pending = make([]int, len(sims))
+	r.Totals.NoProfile = make([]int, len(sims))
 	for i, sim := range sims {
+		r.TimedOut = r.TimedOut || sim.TimedOut
+		r.Totals.OtherSchedulers = append(r.Totals.OtherSchedulers, sim.OtherSchedulers)
 		r.Unmodelled = appendNew(r.Unmodelled, sim.Unmodelled...)
 		for _, w := range sim.Warnings {
 			if len(sims) > 1 {
@@ -302,7 +389,7 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 				for k := range outcomes {
 					outcomes[k].NotSimulated = true
 				}
-				return simulatedPod{Namespace: o.Namespace, Name: o.Name, Outcomes: outcomes}
+				return simulatedPod{Namespace: o.Namespace, Name: o.Name, SchedulerName: o.SchedulerName, Outcomes: outcomes}
 			})
 			p.Outcomes[i] = simulatedOutcome{Node: o.Node, Reason: o.Reason, Preempted: o.Preempted,
 				Score: o.Score, Ties: o.Ties, TiedWith: o.TiedWith, Compared: o.Other, Rejections: o.Rejections}
@@ -315,6 +402,16 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 		}
 	}
 	r.Totals.Pods = len(r.Pods)
+	// A pod another config places that this one has no profile for: no
+	// scheduler would place it, it stays pending.
+	for _, p := range r.Pods {
+		for i, o := range p.Outcomes {
+			if o.NotSimulated {
+				r.Totals.NoProfile[i]++
+				r.Totals.Pending[i]++
+			}
+		}
+	}
 	r.fillTotals(sims)
 	if len(sims) < 2 {
 		return
@@ -323,6 +420,9 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 		p := &r.Pods[i]
 		a, b := p.Outcomes[0], p.Outcomes[len(sims)-1]
 		switch {
+		case a.Node != "" && b.NotSimulated:
+			p.Change, p.Why = "newly-pending", fmt.Sprintf("%s has no profile %q: no scheduler would place it", r.Configs[len(sims)-1], p.SchedulerName)
+			r.Totals.NewlyPending++
 		case a.NotSimulated || b.NotSimulated:
 		case a.Node != "" && b.Preempted:
 			p.Change = "newly-preempted"
@@ -512,7 +612,23 @@ func (r *simulateReport) printTable(w io.Writer) error {
 		fmt.Fprintf(w, "%d pods simulated (%s mode)\n", r.Totals.Pods, r.Mode)
 	}
 	for i, c := range r.Configs {
-		fmt.Fprintf(w, "  %s: %d placed, %d pending\n", c, r.Totals.Placed[i], r.Totals.Pending[i])
+		noProfile := ""
+		if n := r.Totals.NoProfile[i]; n > 0 {
+			noProfile = fmt.Sprintf(" (%d of them of no profile of %s)", n, c)
+		}
+		fmt.Fprintf(w, "  %s: %d placed, %d pending%s\n", c, r.Totals.Placed[i], r.Totals.Pending[i], noProfile)
+	}
+	for i, c := range r.Configs {
+		if others := r.Totals.OtherSchedulers[i]; len(others) > 0 && (i == 0 || !maps.Equal(others, r.Totals.OtherSchedulers[0])) {
+			n := 0
+			for _, k := range others {
+				n += k
+			}
+			fmt.Fprintf(w, "  left where they are, pending or bound: %d pods of schedulers %s has no profile for: %s\n", n, c, schedulerCounts(others))
+		}
+	}
+	if r.TimedOut {
+		fmt.Fprintln(w, "  stopped at --timeout: the pods not placed by then say so")
 	}
 	last := len(r.Configs) - 1
 	if len(r.Configs) == 2 {

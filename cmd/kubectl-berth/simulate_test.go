@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,8 +23,9 @@ func TestSimulateDiffTellsTiesFromMovesAndSaysWhy(t *testing.T) {
 			{Namespace: "team", Name: "tied-then-rejected", Node: "n1", Score: score(150), Ties: 1, TiedWith: []string{"n2"}},
 			{Namespace: "team", Name: "tied-then-unseen", Node: "n1", Score: score(150), Ties: 1, TiedWith: []string{"n2"}},
 			{Namespace: "team", Name: "refused-at-permit", Node: "n1", Score: score(150)},
-			// Its scheduler has a profile in current.yaml only.
-			{Namespace: "team", Name: "current-only", Node: "n2"},
+			// Its scheduler has a profile in current.yaml only (renamed or
+			// dropped in proposed.yaml).
+			{Namespace: "team", Name: "current-only", SchedulerName: "batch", Node: "n2"},
 		},
 		Gangs: []offline.GangUse{{Namespace: "team", Name: "g", MinMember: 2, Bound: 2}},
 	}
@@ -69,14 +71,15 @@ func TestSimulateDiffTellsTiesFromMovesAndSaysWhy(t *testing.T) {
 	if p := got["refused-at-permit"]; p.Change != "newly-pending" || p.Why != "waiting for the gang" {
 		t.Errorf("refused-at-permit: %q %q, want newly-pending with the scheduler's message", p.Change, p.Why)
 	}
-	if p := got["current-only"]; p.Change != "" || p.Outcomes[0].NotSimulated || !p.Outcomes[1].NotSimulated {
-		t.Errorf("current-only: %q %+v, want no change and not simulated under proposed.yaml only", p.Change, p.Outcomes)
+	if p := got["current-only"]; p.Change != "newly-pending" || p.Why != `proposed.yaml has no profile "batch": no scheduler would place it` || !p.Outcomes[1].NotSimulated {
+		t.Errorf("current-only: %q %q %+v, want newly pending, not simulated under proposed.yaml: no profile would place it", p.Change, p.Why, p.Outcomes)
 	}
 	if p := got["same"]; p.Change != "" {
 		t.Errorf("same: %q, want no change", p.Change)
 	}
-	if r.Totals.Moved != 2 || r.Totals.Ties != 2 || r.Totals.NewlyPending != 2 || r.Totals.GangsNoLongerFitting != 1 {
-		t.Errorf("totals %+v, want 2 moved, 2 ties, 2 newly pending, 1 gang no longer fitting", r.Totals)
+	if r.Totals.Moved != 2 || r.Totals.Ties != 2 || r.Totals.NewlyPending != 3 || r.Totals.GangsNoLongerFitting != 1 ||
+		!slices.Equal(r.Totals.Pending, []int{0, 3}) || !slices.Equal(r.Totals.NoProfile, []int{0, 1}) {
+		t.Errorf("totals %+v, want 2 moved, 2 ties, 3 newly pending (one of no profile), 1 gang no longer fitting", r.Totals)
 	}
 	if len(r.Totals.PendingReasons) != 1 || r.Totals.PendingReasons[0].Pods[1] != 1 || r.Totals.PendingReasons[0].Nodes[1] != 2 {
 		t.Errorf("pending reasons %+v, want the rule's: 1 pod, 2 nodes under proposed.yaml", r.Totals.PendingReasons)
@@ -85,7 +88,8 @@ func TestSimulateDiffTellsTiesFromMovesAndSaysWhy(t *testing.T) {
 	if err := r.printTable(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"2 moved, 2 newly pending, 0 newly placed, 0 newly preempted; 2 ties", "gangs no longer fitting: 1 of 1: team/g (2 → 1 of 2 bound)"} {
+	for _, want := range []string{"2 moved, 3 newly pending, 0 newly placed, 0 newly preempted; 2 ties", "gangs no longer fitting: 1 of 1: team/g (2 → 1 of 2 bound)",
+		"proposed.yaml: 5 placed, 3 pending (1 of them of no profile of proposed.yaml)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
@@ -88,6 +90,8 @@ type Clients struct {
 	// provisioned are the claims the API's stand-in provisioner bound.
 	mu          sync.Mutex
 	provisioned []Provisioned
+	// bindings counts the pods bound.
+	bindings atomic.Int64
 }
 
 // Provisioned is a claim waiting for its first consumer that the offline
@@ -126,7 +130,14 @@ func NewClientsWith(kube, crds, metrics, dyn []runtime.Object) *Clients {
 	for _, m := range metrics {
 		_ = c.Metrics.Tracker().Create(metricsv1beta1.SchemeGroupVersion.WithResource("nodes"), m, "")
 	}
-	c.Kube.PrependReactor("create", "pods", fakeapi.BindThroughTracker(c.Kube.Tracker(), clock))
+	bind := fakeapi.BindThroughTracker(c.Kube.Tracker(), clock)
+	c.Kube.PrependReactor("create", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		handled, obj, err := bind(a)
+		if handled && err == nil {
+			c.bindings.Add(1)
+		}
+		return handled, obj, err
+	})
 	// No PV controller and no provisioner run offline: claims waiting for
 	// their first consumer are provisioned and bound as VolumeBinding's
 	// PreBind asks, at once (it would wait out its bindTimeout otherwise).

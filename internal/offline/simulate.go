@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	metricsscheme "k8s.io/metrics/pkg/client/clientset/versioned/scheme"
@@ -54,7 +55,22 @@ type Plan struct {
 	// simulation placed it on: where this one places the pod elsewhere or
 	// leaves it pending, its Outcome says how that node fared (Other).
 	Compare map[string]string
+	// Timeout ends the simulation (0: none): the pods placed by then are
+	// reported, the others as not placed before the deadline, and
+	// Simulation.TimedOut is set.
+	Timeout time.Duration
+	// KeepTerminating keeps the pods being deleted where they are, holding
+	// their room; by default they are left out, as they leave the cluster
+	// within their grace period.
+	KeepTerminating bool
+	// Progress, if set, is called about every second while pods are
+	// placed.
+	Progress func(Progress)
 }
+
+// Progress is how far a simulation is: Placed pods bound so far (the
+// pods it places, and pods pending before a drain), of Total to place.
+type Progress struct{ Placed, Total int }
 
 // Check says what is wrong with p for snap, if anything (Simulate checks
 // it too).
@@ -92,8 +108,9 @@ func (p Plan) Check(snap *snapshot.File) error {
 
 // Outcome is what the simulated scheduler did with one pod.
 type Outcome struct {
-	// Namespace and Name name the pod (as in the snapshot).
-	Namespace, Name string
+	// Namespace and Name name the pod (as in the snapshot), SchedulerName
+	// the profile that placed it.
+	Namespace, Name, SchedulerName string
 	// Node is where it was bound; empty when it stayed pending.
 	Node string
 	// Reason is the scheduler's PodScheduled condition message of a pod
@@ -135,7 +152,30 @@ type Simulation struct {
 	// in drain mode, drained pods another scheduler would replace, pods
 	// kubectl drain refuses to evict without a flag.
 	Warnings []string
+	// OtherSchedulers count, by schedulerName, the pods of schedulers the
+	// configuration has no profile for (ended and mirror pods aside): they
+	// stay where they are, pending or bound, in every mode.
+	OtherSchedulers map[string]int
+	// Ours counts the pods of the configuration's profiles (ended and
+	// mirror pods aside), placed by the simulation or not.
+	Ours int
+	// Terminating counts the pods being deleted that were left out
+	// (Plan.KeepTerminating keeps them).
+	Terminating int
+	// TimedOut: Plan.Timeout passed before the scheduler was done.
+	TimedOut bool
+
+	// schedulerOf names the profile of each pod placed.
+	schedulerOf map[podKey]string
 }
+
+// ErrConfig wraps the errors of a configuration that does not build (a
+// plugin's args, a CEL rule): the scheduler would not start with it.
+var ErrConfig = errors.New("the configuration does not build")
+
+// notPlacedInTime is the reason of a pod the scheduler had not placed when
+// Plan.Timeout passed.
+const notPlacedInTime = "not placed before the simulation's deadline (--timeout)"
 
 // settle is how long a scheduler with nothing in its queues, in flight or
 // waiting at Permit must stay so before a simulation ends.
@@ -168,9 +208,28 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		return nil, err
 	}
 	c.SetClock(now)
-	s, err := Build(ctx, cfg, c)
+	// The scheduler runs until the simulation is over or its deadline
+	// passes; the results are read after it stopped.
+	schedCtx, stopScheduler := context.WithCancel(ctx)
+	defer stopScheduler()
+	runCtx := schedCtx
+	if plan.Timeout > 0 {
+		var cancelRun context.CancelFunc
+		runCtx, cancelRun = context.WithTimeout(schedCtx, plan.Timeout)
+		defer cancelRun()
+	}
+	// timedOut says whether err ended the run at its deadline (the
+	// simulation then reports what was placed); any other error stands.
+	timedOut := func(err error) bool {
+		if err != nil && runCtx.Err() != nil && ctx.Err() == nil && errors.Is(context.Cause(runCtx), context.DeadlineExceeded) {
+			sim.TimedOut = true
+			return true
+		}
+		return false
+	}
+	s, err := Build(schedCtx, cfg, c)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	sim.Warnings = append(sim.Warnings, byConstruction(s.Profiles)...)
 	var recs []*recorder
@@ -179,14 +238,14 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		s.Scheduler.Profiles[name] = r
 		recs = append(recs, r)
 	}
-	s.Informers.Start(ctx.Done())
-	s.DynInformers.Start(ctx.Done())
-	s.Informers.WaitForCacheSync(ctx.Done())
-	s.DynInformers.WaitForCacheSync(ctx.Done())
+	s.Informers.Start(schedCtx.Done())
+	s.DynInformers.Start(schedCtx.Done())
+	s.Informers.WaitForCacheSync(schedCtx.Done())
+	s.DynInformers.WaitForCacheSync(schedCtx.Done())
 	// LoadAware's MetricsAPI source lists NodeMetrics as it starts: let that
 	// first listing be answered before the first pod is scheduled.
 	if len(metricsOf(snap)) > 0 {
-		_ = wait.PollUntilContextTimeout(ctx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_ = wait.PollUntilContextTimeout(schedCtx, time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
 			for _, a := range c.Metrics.Actions() {
 				if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {
 					return true, nil
@@ -197,42 +256,65 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	}
 	// As app.Run: every informer's handlers have seen the initial objects
 	// (nodes and bound pods in the cache, pending pods in the queue).
-	if err := s.WaitForHandlersSync(ctx); err != nil {
+	if err := s.WaitForHandlersSync(schedCtx); err != nil {
 		return nil, fmt.Errorf("waiting for the scheduler's event handlers: %w", err)
 	}
-	go s.Run(ctx)
+	go s.Run(schedCtx)
+	if plan.Progress != nil {
+		progressCtx, stopProgress := context.WithCancel(runCtx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			reportProgress(progressCtx, plan.Progress, c, len(places))
+		}()
+		// Not called once Simulate returns.
+		defer func() { stopProgress(); <-done }()
+	}
 
-	settled := func() error { return waitSettled(ctx, s) }
-	if err := settled(); err != nil {
+	created := map[podKey]bool{}
+	err = waitSettled(runCtx, s)
+	for _, p := range later {
+		if err != nil {
+			break
+		}
+		if _, err = c.Kube.CoreV1().Pods(p.Namespace).Create(runCtx, p, metav1.CreateOptions{}); err != nil {
+			err = fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
+			break
+		}
+		created[podKey{p.Namespace, p.Name}] = true
+		err = waitAttempted(runCtx, s, c, p)
+	}
+	if err == nil && len(later) > 0 {
+		err = waitSettled(runCtx, s)
+	}
+	if err != nil && !timedOut(err) {
 		return nil, err
 	}
-	for _, p := range later {
-		if _, err := c.Kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			return nil, fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
-		}
-		if err := waitAttempted(ctx, s, c, p); err != nil {
-			return nil, err
-		}
-	}
-	if len(later) > 0 {
-		if err := settled(); err != nil {
-			return nil, err
-		}
-	}
+	// Nothing changes from here: the results are read from the API and
+	// the cache as the scheduler left them.
+	stopScheduler()
 	for _, r := range recs {
 		r.freeze()
+	}
+	unplaced := map[podKey]bool{}
+	for _, p := range later {
+		unplaced[podKey{p.Namespace, p.Name}] = !created[podKey{p.Namespace, p.Name}]
 	}
 
 	for _, key := range places {
 		p, err := c.Kube.CoreV1().Pods(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && unplaced[key] {
+			sim.Outcomes = append(sim.Outcomes, Outcome{Namespace: key.Namespace, Name: key.Name, SchedulerName: sim.schedulerOf[key], Reason: notPlacedInTime})
+			continue
+		}
 		if apierrors.IsNotFound(err) {
-			sim.Outcomes = append(sim.Outcomes, Outcome{Namespace: key.Namespace, Name: key.Name, Preempted: true})
+			sim.Outcomes = append(sim.Outcomes, Outcome{Namespace: key.Namespace, Name: key.Name, SchedulerName: sim.schedulerOf[key], Preempted: true})
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading pod %s/%s back: %w", key.Namespace, key.Name, err)
 		}
-		o := Outcome{Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName}
+		o := Outcome{Namespace: p.Namespace, Name: p.Name, SchedulerName: p.Spec.SchedulerName, Node: p.Spec.NodeName}
 		for _, r := range recs {
 			r.fill(&o)
 		}
@@ -241,6 +323,9 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 				if cond.Type == v1.PodScheduled && cond.Status == v1.ConditionFalse {
 					o.Reason = cond.Message
 				}
+			}
+			if sim.TimedOut && o.Reason == "" {
+				o.Reason = notPlacedInTime
 			}
 		}
 		sim.Outcomes = append(sim.Outcomes, o)
@@ -317,6 +402,21 @@ func byConstruction(profiles []Profile) []string {
 			strings.Join(ps, ", ")))
 	}
 	return out
+}
+
+// reportProgress calls progress every second until ctx is done with the
+// pods bound so far.
+func reportProgress(ctx context.Context, progress func(Progress), c *Clients, total int) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			progress(Progress{Placed: int(c.bindings.Load()), Total: total})
+		}
+	}
 }
 
 // waitSettled waits until the scheduler has nothing to do: its active and
@@ -412,6 +512,8 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 	for _, p := range cfg.Profiles {
 		profiles[p.SchedulerName] = true
 	}
+	sim.OtherSchedulers = map[string]int{}
+	sim.schedulerOf = map[podKey]string{}
 	for _, u := range snap.Items {
 		gvk := u.GroupVersionKind()
 		switch {
@@ -429,6 +531,19 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 				// Mirror pods (static pods' mirrors) were never scheduled:
 				// they stay where their kubelet runs them.
 				_, mirror := p.Annotations[v1.MirrorPodAnnotationKey]
+				// A pod being deleted leaves within its grace period:
+				// left out, its room free, unless the plan keeps it.
+				if p.DeletionTimestamp != nil && !ended && !plan.KeepTerminating {
+					sim.Terminating++
+					continue
+				}
+				switch {
+				case ended || mirror:
+				case profiles[p.Spec.SchedulerName]:
+					sim.Ours++
+				default:
+					sim.OtherSchedulers[p.Spec.SchedulerName]++
+				}
 				ours := profiles[p.Spec.SchedulerName] && p.DeletionTimestamp == nil && !ended && !mirror
 				// kubectl drain evicts a drained node's pods but its
 				// DaemonSets' (--ignore-daemonsets) and mirror pods; a
@@ -451,9 +566,11 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 					unbind(p)
 					later = append(later, p)
 					places = append(places, podKey{p.Namespace, p.Name})
+					sim.schedulerOf[podKey{p.Namespace, p.Name}] = p.Spec.SchedulerName
 					continue
 				case mode == ModePending && ours && p.Spec.NodeName == "":
 					places = append(places, podKey{p.Namespace, p.Name})
+					sim.schedulerOf[podKey{p.Namespace, p.Name}] = p.Spec.SchedulerName
 				case mode == ModeDrain && ours && p.Spec.NodeName == "":
 					// In the queue before the evicted pods: placed first,
 					// taking room they might need, but not the drain's
@@ -490,14 +607,37 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 			sim.Unmodelled = append(sim.Unmodelled, fmt.Sprintf("%s %s/%s: a kind the simulator does not know", gvk, u.GetNamespace(), u.GetName()))
 		}
 	}
+	if sim.Terminating > 0 {
+		sim.Warnings = append(sim.Warnings, fmt.Sprintf("%d pods being deleted were left out, their room free: in a cluster they leave within their grace period (--keep-terminating keeps them where they are)", sim.Terminating))
+	}
 	if pendingBefore > 0 {
 		sim.Warnings = append(sim.Warnings, fmt.Sprintf("%d pods were pending before the drain: they are placed first (taking room the evicted pods might need) and not listed; --mode pending shows where they go", pendingBefore))
 	}
-	slices.SortStableFunc(later, func(a, b *v1.Pod) int {
-		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
-	})
+	slices.SortStableFunc(later, placementOrder)
 	c := NewClientsWith(kube, crds, metrics, dyn)
 	return c, places, bound, later, nil
+}
+
+// placementOrder is the order replace and drain mode create the pods they
+// place again in: as a cluster's pods came to be. DaemonSets' pods first:
+// their controller makes one for each node as the node joins, before the
+// apps (each is pinned to its node by affinity); then by priority, highest
+// first, as the scheduling queue takes them and as preemption would
+// settle them; then by creation.
+func placementOrder(a, b *v1.Pod) int {
+	if da, db := ownedByDaemonSet(a), ownedByDaemonSet(b); da != db {
+		if da {
+			return -1
+		}
+		return 1
+	}
+	if pa, pb := corev1helpers.PodPriority(a), corev1helpers.PodPriority(b); pa != pb {
+		if pa > pb {
+			return -1
+		}
+		return 1
+	}
+	return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 }
 
 // drainWarnings says how draining p's node departs from the simulation's

@@ -3,6 +3,7 @@ package offline
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -407,5 +408,98 @@ func TestSimulateBindsAnExistingVolumeToAClaimWaitingForItsFirstConsumer(t *test
 	sim := simulate(t, ModePending, teamNamespace(), simNode("node-a", "web", "8"), simNode("node-b", "web", "2"), class, pv, claim, p)
 	if o := outcomes(sim)["cache-0"]; o.Node != "node-b" {
 		t.Errorf("cache-0 %+v: want it on node-b, the local volume's node", o)
+	}
+}
+
+// A pod being deleted leaves the cluster within its grace period: it is
+// left out, its room free, unless the plan keeps it.
+func TestSimulateLeavesTerminatingPodsOut(t *testing.T) {
+	leaving := simPod("leaving", "web", "web-1", 0)
+	leaving.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
+	leaving.DeletionTimestamp = ptr.To(metav1.NewTime(time.Unix(1e9+10, 0)))
+	leaving.Status.Phase = v1.PodRunning
+	objs := []runtime.Object{teamNamespace(), simNode("web-1", "web", "2"), leaving, simPod("web-a", "web", "", 1)}
+	sim := simulate(t, ModePending, objs...)
+	if o := outcomes(sim)["web-a"]; o.Node != "web-1" {
+		t.Errorf("web-a %+v: want it on web-1, whose only other pod is leaving", o)
+	}
+	if sim.Terminating != 1 || len(sim.Warnings) != 1 || !strings.HasPrefix(sim.Warnings[0], "1 pods being deleted were left out") {
+		t.Errorf("terminating %d, warnings %q: want the one pod, said once", sim.Terminating, sim.Warnings)
+	}
+	kept := simulateWith(t, batchPoolConfig, Plan{Mode: ModePending, KeepTerminating: true}, objs...)
+	if o := outcomes(kept)["web-a"]; o.Node != "" {
+		t.Errorf("kept: web-a %+v, want it pending (the leaving pod holds web-1's 2 CPUs)", o)
+	}
+}
+
+// Pods of schedulers the configuration has no profile for stay where they
+// are, and are counted by scheduler.
+func TestSimulateCountsThePodsOfOtherSchedulers(t *testing.T) {
+	theirs := simPod("theirs", "web", "web-1", 0)
+	theirs.Spec.SchedulerName = "default-scheduler"
+	waiting := simPod("waiting", "web", "", 1)
+	waiting.Spec.SchedulerName = "volcano"
+	sim := simulate(t, ModeReplace, teamNamespace(), simNode("web-1", "web", "4"), theirs, waiting, simPod("ours", "web", "web-1", 2))
+	if len(sim.Outcomes) != 1 || sim.Outcomes[0].Name != "ours" {
+		t.Errorf("outcomes %+v, want only ours", sim.Outcomes)
+	}
+	if want := map[string]int{"default-scheduler": 1, "volcano": 1}; !maps.Equal(sim.OtherSchedulers, want) {
+		t.Errorf("other schedulers %v, want %v", sim.OtherSchedulers, want)
+	}
+}
+
+// Replace mode places DaemonSets' pods first (their controller makes them
+// as a node joins), then by priority, then by age: a young DaemonSet pod
+// or a young critical pod is not left pending behind the apps.
+func TestSimulateReplacePlacesDaemonSetPodsThenByPriority(t *testing.T) {
+	app := simPod("app", "web", "web-1", 0)
+	app.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("1500m")
+	agent := simPod("agent", "web", "web-1", 5)
+	agent.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("500m")
+	agent.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds", Controller: ptr.To(true)}}
+	critical := simPod("critical", "web", "web-2", 6)
+	critical.Spec.Priority = ptr.To(int32(2000000000))
+	critical.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
+	old := simPod("old", "web", "web-2", 1)
+	old.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
+	// web-1 (2 CPUs): the agent, then the app. web-2 (2 CPUs): critical,
+	// younger than old, is placed first.
+	sim := simulate(t, ModeReplace, teamNamespace(), simNode("web-1", "web", "2"), simNode("web-2", "web", "2"), app, agent, critical, old)
+	got := outcomes(sim)
+	for name, want := range map[string]string{"agent": "web-1", "app": "web-1", "critical": "web-2", "old": ""} {
+		if got[name].Node != want || got[name].Preempted {
+			t.Errorf("%s %+v, want node %q (not preempted)", name, got[name], want)
+		}
+	}
+}
+
+// A deadline ends the simulation with what was placed by then: the pods
+// not placed say so. With a deadline that passes at once nothing is placed
+// in replace mode; with a generous one the run ends on its own.
+func TestSimulateStopsAtItsDeadlineWithWhatWasPlaced(t *testing.T) {
+	objs := []runtime.Object{teamNamespace(), simNode("web-1", "web", "8")}
+	for i := range 3 {
+		objs = append(objs, simPod(fmt.Sprintf("web-%d", i), "web", "web-1", i))
+	}
+	sim := simulateWith(t, batchPoolConfig, Plan{Mode: ModeReplace, Timeout: time.Nanosecond}, objs...)
+	if !sim.TimedOut {
+		t.Error("a deadline of 1ns: TimedOut false, want true")
+	}
+	if len(sim.Outcomes) != 3 {
+		t.Fatalf("outcomes %+v, want the 3 pods", sim.Outcomes)
+	}
+	for _, o := range sim.Outcomes {
+		if o.Node != "" || o.Preempted || o.Reason != notPlacedInTime {
+			t.Errorf("%s %+v, want it not placed, reason %q", o.Name, o, notPlacedInTime)
+		}
+	}
+	sim = simulateWith(t, batchPoolConfig, Plan{Mode: ModeReplace, Timeout: time.Minute}, objs...)
+	if sim.TimedOut {
+		t.Error("a deadline of a minute: TimedOut true, want false")
+	}
+	for _, o := range sim.Outcomes {
+		if o.Node != "web-1" {
+			t.Errorf("%s %+v, want it on web-1", o.Name, o)
+		}
 	}
 }

@@ -87,6 +87,22 @@ var Resources = []Resource{
 type Omission struct {
 	Resource string `json:"resource"`
 	Reason   string `json:"reason"`
+	// Incomplete: the cluster may hold such objects but the snapshot could
+	// not read them (forbidden, or discovery failed), as opposed to a
+	// resource the cluster does not serve.
+	Incomplete bool `json:"incomplete,omitempty"`
+}
+
+// Incomplete lists the omissions of objects the cluster may hold.
+func (h *Header) Incomplete() []Omission {
+	var out []Omission
+	for _, o := range h.Omitted {
+		// Files written before the field: by their reasons.
+		if o.Incomplete || strings.HasPrefix(o.Reason, "not readable") || strings.HasPrefix(o.Reason, "discovery of") {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // Header is a snapshot file without its items.
@@ -184,7 +200,7 @@ func Take(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.In
 		}
 		key := resourceKey(r.GroupVersionResource)
 		if err, ok := discErr[gv]; ok {
-			h.Omitted = append(h.Omitted, Omission{Resource: key, Reason: "discovery of " + gv + " failed: " + err.Error()})
+			h.Omitted = append(h.Omitted, Omission{Resource: key, Reason: "discovery of " + gv + " failed: " + err.Error(), Incomplete: true})
 			continue
 		}
 		if !names[r.Resource] {
@@ -230,7 +246,7 @@ func Take(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.In
 			if n > 0 {
 				return nil, fmt.Errorf("listing %s: %w (after %d objects)", key, err, n)
 			}
-			h.Omitted = append(h.Omitted, Omission{Resource: key, Reason: "not readable with these credentials: " + err.Error()})
+			h.Omitted = append(h.Omitted, Omission{Resource: key, Reason: "not readable with these credentials: " + err.Error(), Incomplete: true})
 			continue
 		case apierrors.IsNotFound(err) && n == 0:
 			h.Omitted = append(h.Omitted, Omission{Resource: key, Reason: "not served by this cluster"})

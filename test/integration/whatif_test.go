@@ -1,0 +1,251 @@
+package integration
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	v1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/berth-scheduler/berth/internal/sandbox"
+	"github.com/berth-scheduler/berth/internal/snapshot"
+)
+
+// whatIfReport is the part of kubectl berth simulate -o json these specs
+// read.
+type whatIfReport struct {
+	Pods []struct {
+		Namespace, Name, Change, Why string
+		Outcomes                     []struct{ Node, Reason string }
+	}
+	Totals struct {
+		Pending, NoProfile []int
+		OtherSchedulers    []map[string]int
+	}
+	Warnings []string
+}
+
+// takeSnapshot writes a snapshot of the suite's cluster (kubectl berth
+// snapshot) and returns its path.
+func takeSnapshot(ctx SpecContext, name string) string {
+	GinkgoHelper()
+	file := filepath.Join(env.Dir, name+".json.gz")
+	out, err := exec.CommandContext(ctx, kubectlBerthBin(), "snapshot", file, "--kubeconfig", env.Kubeconfig).CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+	return file
+}
+
+// simulateFile runs kubectl berth simulate -o json on file with args and
+// returns its report, its exit code and its standard error.
+func simulateFile(ctx SpecContext, file string, args ...string) (whatIfReport, int, string) {
+	GinkgoHelper()
+	cmd := exec.CommandContext(ctx, kubectlBerthBin(), append([]string{"simulate", "--snapshot", file, "-o", "json"}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	raw, err := cmd.Output()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else {
+		Expect(err).NotTo(HaveOccurred(), stderr.String())
+	}
+	var report whatIfReport
+	if len(raw) > 0 {
+		Expect(json.Unmarshal(raw, &report)).To(Succeed(), string(raw))
+	}
+	return report, code, stderr.String()
+}
+
+// outcomeOf returns the pod's outcomes in report.
+func outcomeOf(report whatIfReport, ns, name string) (node, reason, change string) {
+	GinkgoHelper()
+	for _, p := range report.Pods {
+		if p.Namespace == ns && p.Name == name {
+			o := p.Outcomes[len(p.Outcomes)-1]
+			return o.Node, o.Reason, p.Change
+		}
+	}
+	Fail("no outcome for " + ns + "/" + name)
+	return "", "", ""
+}
+
+// profileConfig writes a configuration with one profile of upstream's
+// default plugins per name, and returns its path.
+func profileConfig(file string, names ...string) string {
+	GinkgoHelper()
+	var b strings.Builder
+	b.WriteString("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n")
+	for _, n := range names {
+		b.WriteString("- schedulerName: " + n + "\n")
+	}
+	path := filepath.Join(env.Dir, file)
+	Expect(os.WriteFile(path, []byte(b.String()), 0o600)).To(Succeed())
+	return path
+}
+
+// ageSnapshot rewrites the snapshot file as if it had been taken by ago
+// earlier: its time and LoadAware's usage annotations' timestamps.
+func ageSnapshot(file string, by time.Duration) {
+	GinkgoHelper()
+	f, err := os.Open(file)
+	Expect(err).NotTo(HaveOccurred())
+	snap, err := snapshot.Open(f)
+	f.Close()
+	Expect(err).NotTo(HaveOccurred())
+	snap.Taken = metav1.NewTime(snap.Taken.Add(-by))
+	for _, u := range snap.Items {
+		v, ok := u.GetAnnotations()["berth.io/node-usage"]
+		if u.GetKind() != "Node" || !ok {
+			continue
+		}
+		var usage map[string]string
+		Expect(json.Unmarshal([]byte(v), &usage)).To(Succeed())
+		at, err := time.Parse(time.RFC3339, usage["timestamp"])
+		Expect(err).NotTo(HaveOccurred())
+		usage["timestamp"] = at.Add(-by).UTC().Format(time.RFC3339)
+		aged, err := json.Marshal(usage)
+		Expect(err).NotTo(HaveOccurred())
+		a := u.GetAnnotations()
+		a["berth.io/node-usage"] = string(aged)
+		u.SetAnnotations(a)
+	}
+	out, err := os.Create(file)
+	Expect(err).NotTo(HaveOccurred())
+	zw := gzip.NewWriter(out)
+	Expect(json.NewEncoder(zw).Encode(snap)).To(Succeed())
+	Expect(zw.Close()).To(Succeed())
+	Expect(out.Close()).To(Succeed())
+}
+
+// What-if on the inputs real clusters give: an old snapshot, a claim that
+// waits for its first consumer, a pod being deleted, a configuration that
+// no longer schedules the cluster's pods.
+var _ = Describe("kubectl berth simulate on real clusters' inputs", func() {
+	It("decides on a snapshot taken an hour ago as it did when fresh", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "whatif-aged")
+		iso := isolated("berth.dev/whatif-aged")
+		// By requests (loadaware-packing packs: MostAllocated) the small hot
+		// node wins; its usage (3.9 of 4 CPUs) is over LoadAware's threshold.
+		createNodes(ctx,
+			sandbox.NodeSpec{Name: "aged-hot", CPU: "4", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints},
+			sandbox.NodeSpec{Name: "aged-cool", CPU: "16", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints})
+		annotateNode(ctx, "aged-hot", usageAnnotation("3900m", "1Gi"))
+		annotateNode(ctx, "aged-cool", usageAnnotation("500m", "1Gi"))
+		createOneAtATime(ctx, map[string]string{"api-1": "aged-cool"},
+			sandbox.PodSpec{Namespace: ns, Name: "api-1", SchedulerName: "loadaware-packing", CPU: "1", Memory: "128Mi", NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
+
+		file := takeSnapshot(ctx, "whatif-aged")
+		config := suiteProfiles("loadaware-packing")
+		report, code, stderr := simulateFile(ctx, file, "--config", config, "--mode", "replace")
+		Expect(code).To(BeZero(), stderr)
+		node, reason, _ := outcomeOf(report, ns, "api-1")
+		Expect(node).To(Equal("aged-cool"), "fresh (%s)", reason)
+
+		ageSnapshot(file, time.Hour)
+		report, code, stderr = simulateFile(ctx, file, "--config", config, "--mode", "replace")
+		Expect(code).To(BeZero(), stderr)
+		node, reason, _ = outcomeOf(report, ns, "api-1")
+		Expect(node).To(Equal("aged-cool"), "an hour later: the samples were a second old when the snapshot was taken (%s)", reason)
+	})
+
+	It("places a pod whose claim waits for its first consumer, the volume provisioned on the node chosen, without hanging", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "whatif-wffc")
+		iso := isolated("berth.dev/whatif-wffc")
+		createNodes(ctx, sandbox.NodeSpec{Name: "wffc-1", CPU: "4", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints})
+		wffc := storagev1.VolumeBindingWaitForFirstConsumer
+		_, err := env.Client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "whatif-wffc"},
+			Provisioner: "disk.csi.example.com", VolumeBindingMode: &wffc}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.StorageV1().StorageClasses().Delete(ctx, "whatif-wffc", metav1.DeleteOptions{})).To(Succeed())
+		})
+		_, err = env.Client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &v1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-db-0"},
+			Spec: v1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("whatif-wffc"), AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
+				Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("10Gi")}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// No profile of the suite's scheduler is named whatif-volumes: the
+		// pod is pending, as a StatefulSet's first pod is before it is placed.
+		_, err = sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "db-0", SchedulerName: "whatif-volumes", CPU: "1",
+			Claim: "data-db-0", NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
+		Expect(err).NotTo(HaveOccurred())
+
+		file := takeSnapshot(ctx, "whatif-wffc")
+		report, code, stderr := simulateFile(ctx, file, "--config", profileConfig("whatif-volumes.yaml", "whatif-volumes"), "--mode", "pending", "--timeout", "3m")
+		Expect(code).To(BeZero(), stderr)
+		node, reason, _ := outcomeOf(report, ns, "db-0")
+		Expect(node).To(Equal("wffc-1"), reason)
+		Expect(report.Warnings).To(ContainElement(And(ContainSubstring("1 claims waiting for their first consumer were provisioned"), ContainSubstring(ns+"/data-db-0 on wffc-1"))))
+	})
+
+	It("lets pods being deleted go, their room free, unless --keep-terminating", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "whatif-terminating")
+		iso := isolated("berth.dev/whatif-terminating")
+		createNodes(ctx, sandbox.NodeSpec{Name: "terminating-1", CPU: "2", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints})
+		createOneAtATime(ctx, map[string]string{"leaving": "terminating-1", "waiting": ""},
+			sandbox.PodSpec{Namespace: ns, Name: "leaving", SchedulerName: "berth-packing", CPU: "2", NodeSelector: iso.Selector, Tolerations: iso.Tolerations},
+			sandbox.PodSpec{Namespace: ns, Name: "waiting", SchedulerName: "berth-packing", CPU: "1", NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
+		// No kubelet runs: a graceful deletion leaves the pod Terminating,
+		// holding its room, as a slow shutdown does in a cluster.
+		Expect(env.Client.CoreV1().Pods(ns).Delete(ctx, "leaving", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(3600))})).To(Succeed())
+		Eventually(func(g Gomega) {
+			p, err := env.Client.CoreV1().Pods(ns).Get(ctx, "leaving", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.DeletionTimestamp).NotTo(BeNil())
+		}).Should(Succeed())
+
+		file := takeSnapshot(ctx, "whatif-terminating")
+		config := suiteProfiles("berth-packing")
+		report, code, stderr := simulateFile(ctx, file, "--config", config, "--mode", "pending")
+		Expect(code).To(BeZero(), stderr)
+		node, reason, _ := outcomeOf(report, ns, "waiting")
+		Expect(node).To(Equal("terminating-1"), reason)
+		Expect(report.Warnings).To(ContainElement(ContainSubstring("pods being deleted were left out, their room free")))
+
+		report, code, stderr = simulateFile(ctx, file, "--config", config, "--mode", "pending", "--keep-terminating")
+		Expect(code).To(BeZero(), stderr)
+		node, _, _ = outcomeOf(report, ns, "waiting")
+		Expect(node).To(BeEmpty(), "kept, the leaving pod holds the node's 2 CPUs")
+	})
+
+	It("fails a gate whose proposed configuration renames the profile the cluster's pods name, and one that has no profile for any pod", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "whatif-gate")
+		iso := isolated("berth.dev/whatif-gate")
+		createNodes(ctx, sandbox.NodeSpec{Name: "gate-1", CPU: "8", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints})
+		for _, name := range []string{"job-1", "job-2"} {
+			_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: name, SchedulerName: "whatif-gate", CPU: "1",
+				NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "theirs", SchedulerName: "whatif-another-scheduler", CPU: "1",
+			NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
+		Expect(err).NotTo(HaveOccurred())
+
+		file := takeSnapshot(ctx, "whatif-gate")
+		current, proposed := profileConfig("whatif-current.yaml", "whatif-gate"), profileConfig("whatif-proposed.yaml", "whatif-gate-renamed")
+		report, code, stderr := simulateFile(ctx, file, "--config", current, "--config", proposed, "--mode", "pending", "--fail-on", "newly-pending")
+		Expect(code).To(Equal(3), "renamed profile: the gate fails (%s)", stderr)
+		for _, name := range []string{"job-1", "job-2"} {
+			_, _, change := outcomeOf(report, ns, name)
+			Expect(change).To(Equal("newly-pending"), name)
+		}
+		Expect(report.Totals.NoProfile).To(HaveLen(2))
+		Expect(report.Totals.NoProfile[1]).To(BeNumerically(">=", 2))
+		Expect(report.Totals.OtherSchedulers[0]).To(HaveKeyWithValue("whatif-another-scheduler", 1), "pods of another scheduler are counted")
+
+		_, code, stderr = simulateFile(ctx, file, "--config", proposed, "--mode", "pending", "--fail-on", "pending")
+		Expect(code).To(Equal(3), "no profile for any pod: a gate that checks nothing fails (%s)", stderr)
+		Expect(stderr).To(ContainSubstring("has no profile for any pod of the snapshot"))
+	})
+})
