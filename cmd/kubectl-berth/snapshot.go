@@ -43,6 +43,11 @@ func newSnapshotCommand(flags *genericclioptions.ConfigFlags, streams genericioo
 			"  kubectl berth snapshot --anonymize --anonymize-labels bug-report.json.gz",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// The scheduler sees every namespace: a snapshot of one would
+			// simulate a cluster that does not exist.
+			if f := cmd.Flags().Lookup("namespace"); f != nil && f.Changed {
+				return fmt.Errorf("--namespace %q: a snapshot holds every namespace, as the scheduler sees them (its nodes hold every namespace's pods); leave it out", f.Value)
+			}
 			cfg, err := flags.ToRESTConfig()
 			if err != nil {
 				return err
@@ -136,5 +141,8 @@ func printSnapshotSummary(w io.Writer, path string, h *snapshot.Header) {
 	fmt.Fprintf(w, "snapshot of a Kubernetes %s cluster written to %s: %s\n", h.Server.GitVersion, path, strings.Join(held, ", "))
 	for _, o := range h.Omitted {
 		fmt.Fprintf(w, "  not in it: %s (%s)\n", o.Resource, o.Reason)
+	}
+	if len(h.Incomplete()) > 0 {
+		fmt.Fprintln(w, "  incomplete: simulate refuses it without --allow-partial-snapshot; manifests/snapshot-reader.yaml is a ClusterRole with everything a snapshot reads")
 	}
 }

@@ -3,12 +3,17 @@ package snapshot
 import (
 	"bytes"
 	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +23,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 	corev1helper "k8s.io/component-helpers/scheduling/corev1"
+	"sigs.k8s.io/yaml"
 )
 
 func obj(kind, ns, name string, fields map[string]any) *unstructured.Unstructured {
@@ -277,5 +283,36 @@ func TestSanitizeKeepsTheAuthorsNodeNameAndTheKubeletsWrite(t *testing.T) {
 	})
 	if diff := cmp.Diff(want, p.GetManagedFields(), fields); diff != "" {
 		t.Errorf("managed fields kept (-want,+got):\n%s", diff)
+	}
+}
+
+// manifests/snapshot-reader.yaml (rendered from the chart) grants get and
+// list on exactly the resources a snapshot reads.
+func TestTheSnapshotReaderClusterRoleGrantsWhatSnapshotReads(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "manifests", "snapshot-reader.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(raw, &role); err != nil {
+		t.Fatal(err)
+	}
+	granted := map[string]bool{}
+	for _, r := range role.Rules {
+		if !slices.Equal(r.Verbs, []string{"get", "list"}) {
+			t.Errorf("rule %+v: verbs %v, want get and list only", r, r.Verbs)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				granted[res+"."+g] = true
+			}
+		}
+	}
+	want := map[string]bool{}
+	for _, r := range Resources {
+		want[r.Resource+"."+r.Group] = true
+	}
+	if !maps.Equal(granted, want) {
+		t.Errorf("the ClusterRole grants %v, want %v (internal/snapshot's Resources): change charts/berth/templates/snapshot-reader.yaml, then make generate", slices.Sorted(maps.Keys(granted)), slices.Sorted(maps.Keys(want)))
 	}
 }

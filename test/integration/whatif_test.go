@@ -13,10 +13,12 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 	"github.com/berth-scheduler/berth/internal/snapshot"
@@ -247,5 +249,66 @@ var _ = Describe("kubectl berth simulate on real clusters' inputs", func() {
 		_, code, stderr = simulateFile(ctx, file, "--config", proposed, "--mode", "pending", "--fail-on", "pending")
 		Expect(code).To(Equal(3), "no profile for any pod: a gate that checks nothing fails (%s)", stderr)
 		Expect(stderr).To(ContainSubstring("has no profile for any pod of the snapshot"))
+	})
+})
+
+// The snapshot reader's ClusterRole (manifests/snapshot-reader.yaml) is
+// all a snapshot needs; without it the snapshot is incomplete and simulate
+// refuses it unless told to accept it; -n is refused, never ignored.
+var _ = Describe("kubectl berth snapshot's permissions", func() {
+	It("takes a complete snapshot with manifests/snapshot-reader.yaml's ClusterRole alone, and an incomplete one without it that simulate refuses", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "whatif-reader")
+		_, err := sandbox.CreatePod(ctx, env.Client, sandbox.PodSpec{Namespace: ns, Name: "pending", SchedulerName: "whatif-nobody-schedules-it"})
+		Expect(err).NotTo(HaveOccurred())
+		root, err := sandbox.RepoRoot()
+		Expect(err).NotTo(HaveOccurred())
+		raw, err := os.ReadFile(filepath.Join(root, "manifests", "snapshot-reader.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var role rbacv1.ClusterRole
+		Expect(yaml.UnmarshalStrict(raw, &role)).To(Succeed())
+		role.Name = "whatif-snapshot-reader"
+		_, err = env.Client.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "whatif-snapshot-reader"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "whatif-reader"}}}
+		_, err = env.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.RbacV1().ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{})).To(Succeed())
+			Expect(env.Client.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{})).To(Succeed())
+		})
+		reader, err := env.UserKubeconfig("whatif-reader", nil, "", "kubeconfig-whatif-reader")
+		Expect(err).NotTo(HaveOccurred())
+		nobody, err := env.UserKubeconfig("whatif-nobody", nil, "", "kubeconfig-whatif-nobody")
+		Expect(err).NotTo(HaveOccurred())
+
+		readable := filepath.Join(env.Dir, "whatif-reader.json.gz")
+		Eventually(func(g Gomega) {
+			out, err := exec.CommandContext(ctx, kubectlBerthBin(), "snapshot", readable, "--kubeconfig", reader).CombinedOutput()
+			g.Expect(err).NotTo(HaveOccurred(), string(out))
+			f, err := os.Open(readable)
+			g.Expect(err).NotTo(HaveOccurred())
+			defer f.Close()
+			snap, err := snapshot.Open(f)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(snap.Incomplete()).To(BeEmpty(), "the role grants everything a snapshot reads (RBAC may take a moment to see the binding)")
+			g.Expect(snap.Counts["pods"]).To(BeNumerically(">", 0))
+		}).Should(Succeed())
+
+		partial := filepath.Join(env.Dir, "whatif-nobody.json.gz")
+		out, err := exec.CommandContext(ctx, kubectlBerthBin(), "snapshot", partial, "--kubeconfig", nobody).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(ContainSubstring("incomplete: simulate refuses it"))
+		config := profileConfig("whatif-default.yaml", "default-scheduler")
+		_, code, stderr := simulateFile(ctx, partial, "--config", config)
+		Expect(code).To(Equal(1), stderr)
+		Expect(stderr).To(And(ContainSubstring("is incomplete ("), ContainSubstring("pods: not readable with these credentials")))
+		_, code, stderr = simulateFile(ctx, partial, "--config", config, "--allow-partial-snapshot")
+		Expect(code).To(BeZero(), stderr)
+
+		out, err = exec.CommandContext(ctx, kubectlBerthBin(), "snapshot", partial, "--kubeconfig", reader, "-n", "default").CombinedOutput()
+		Expect(err).To(HaveOccurred(), string(out))
+		Expect(string(out)).To(ContainSubstring(`--namespace "default": a snapshot holds every namespace`))
 	})
 })
