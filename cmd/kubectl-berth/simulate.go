@@ -141,7 +141,7 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	var snapPath, output, failOn, featureGates string
 	var configs, drain []string
 	var mode string
-	var verbose, keepTerminating, allowPartial bool
+	var verbose, keepTerminating, allowPartial, callExtenders bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "simulate --snapshot FILE --config CURRENT.yaml [--config PROPOSED.yaml] [--mode pending|replace|drain --nodes NODE,...]",
@@ -206,7 +206,7 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 			}
-			plan := offline.Plan{Mode: offline.Mode(mode), Drain: drain, KeepTerminating: keepTerminating}
+			plan := offline.Plan{Mode: offline.Mode(mode), Drain: drain, KeepTerminating: keepTerminating, CallExtenders: callExtenders}
 			if err := plan.Check(snap); err != nil {
 				return fmt.Errorf("--mode %s --nodes %s: %w", mode, strings.Join(drain, ","), err)
 			}
@@ -288,6 +288,7 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "end the run after this long (both configs together) and report what was placed by then, with exit code 4")
 	cmd.Flags().BoolVar(&keepTerminating, "keep-terminating", false, "keep pods being deleted where they are, holding their room (by default they are left out: they leave within their grace period)")
 	cmd.Flags().BoolVar(&allowPartial, "allow-partial-snapshot", false, "simulate a snapshot that could not read some resources (forbidden, or discovery failed) instead of refusing it")
+	cmd.Flags().BoolVar(&callExtenders, "call-extenders", false, "run a configuration with extenders, calling their filter, prioritize and preempt verbs for real (never their bind); refused without it")
 	_ = cmd.MarkFlagRequired("snapshot")
 	return cmd
 }

@@ -66,6 +66,11 @@ type Plan struct {
 	// Progress, if set, is called about every second while pods are
 	// placed.
 	Progress func(Progress)
+	// CallExtenders lets a configuration with extenders run: their
+	// filter, prioritize and preempt verbs are called for real, their bind
+	// verb never (a simulation writes nothing anywhere). Without it such a
+	// configuration is refused.
+	CallExtenders bool
 }
 
 // Progress is how far a simulation is: Placed pods bound so far (the
@@ -201,6 +206,20 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	if !snap.Taken.IsZero() {
 		now = pluginclock.At(snap.Taken.Time)
 		ctx = pluginclock.With(ctx, now)
+	}
+	if len(cfg.Extenders) > 0 {
+		if !plan.CallExtenders {
+			urls := make([]string, len(cfg.Extenders))
+			for i, e := range cfg.Extenders {
+				urls[i] = e.URLPrefix
+			}
+			return nil, fmt.Errorf("%w: it calls extenders (%s), which a simulation does not call unless asked to (--call-extenders: their filter, prioritize and preempt verbs, never bind)", ErrConfig, strings.Join(urls, ", "))
+		}
+		// Never their bind: the in-memory API binds.
+		cfg = cfg.DeepCopy()
+		for i := range cfg.Extenders {
+			cfg.Extenders[i].BindVerb = ""
+		}
 	}
 	sim := &Simulation{}
 	c, places, bound, later, err := load(snap, plan, cfg, sim)

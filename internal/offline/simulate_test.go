@@ -2,11 +2,16 @@ package offline
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	"k8s.io/utils/ptr"
 
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -501,5 +507,56 @@ func TestSimulateStopsAtItsDeadlineWithWhatWasPlaced(t *testing.T) {
 		if o.Node != "web-1" {
 			t.Errorf("%s %+v, want it on web-1", o.Name, o)
 		}
+	}
+}
+
+// A configuration with extenders is refused unless the plan says to call
+// them; called, their filter runs and their bind never does.
+func TestSimulateCallsExtendersOnlyWhenAskedAndNeverTheirBind(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls[r.URL.Path]++
+		mu.Unlock()
+		var args extenderv1.ExtenderArgs
+		_ = json.NewDecoder(r.Body).Decode(&args)
+		switch r.URL.Path {
+		case "/filter":
+			// Keeps web-2 only.
+			_ = json.NewEncoder(w).Encode(extenderv1.ExtenderFilterResult{NodeNames: ptr.To([]string{"web-2"})})
+		default:
+			http.Error(w, "not simulated", http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	config := batchPoolConfig + fmt.Sprintf(`extenders:
+- urlPrefix: %s
+  filterVerb: filter
+  bindVerb: bind
+  nodeCacheCapable: true
+`, srv.URL)
+	cfg := loadConfig(t, config)
+	snap := &snapshot.File{}
+	for _, o := range []runtime.Object{teamNamespace(), simNode("web-1", "web", "8"), simNode("web-2", "web", "2"), simPod("web-a", "web", "", 1)} {
+		snap.Items = append(snap.Items, item(t, o))
+	}
+	if _, err := Simulate(context.Background(), cfg, snap, Plan{Mode: ModePending}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--call-extenders") {
+		t.Errorf("without CallExtenders: error %v, want a configuration error naming --call-extenders", err)
+	}
+	if len(calls) != 0 {
+		t.Errorf("without CallExtenders the extender was called: %v", calls)
+	}
+	sim := simulateFile(t, cfg, snap, Plan{Mode: ModePending, CallExtenders: true})
+	if o := outcomes(sim)["web-a"]; o.Node != "web-2" {
+		t.Errorf("web-a %+v, want it on web-2, the only node the extender's filter keeps", o)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["/filter"] == 0 || calls["/bind"] != 0 {
+		t.Errorf("extender calls %v, want filter called and bind never", calls)
+	}
+	if cfg.Extenders[0].BindVerb != "bind" {
+		t.Error("the caller's configuration was changed")
 	}
 }
