@@ -139,7 +139,9 @@ func provisioned(claim *v1.PersistentVolumeClaim, class *storagev1.StorageClass,
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
 		ObjectMeta: metav1.ObjectMeta{
 			// As external-provisioner names it.
-			Name:              "pvc-" + string(claim.UID),
+			Name: "pvc-" + string(claim.UID),
+			// VolumeBinding's cache of volumes needs a version.
+			ResourceVersion:   "1",
 			CreationTimestamp: metav1.NewTime(now),
 			Annotations:       map[string]string{volume.AnnDynamicallyProvisioned: class.Provisioner, volume.AnnBoundByController: "yes"},
 		},

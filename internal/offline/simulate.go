@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	kubescheme "k8s.io/client-go/kubernetes/scheme"
@@ -526,6 +527,10 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 	var dyn []runtime.Object
 	var places, bound []podKey
 	var later []*v1.Pod
+	// The pods placed (their DRA claims prepared as the resourceclaim
+	// controller would), and of them those placed again.
+	var placing []*v1.Pod
+	again := map[types.UID]bool{}
 	pendingBefore := 0
 	profiles := map[string]bool{}
 	for _, p := range cfg.Profiles {
@@ -576,12 +581,14 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 				if mode == ModeDrain && drained[p.Spec.NodeName] && !ended && ownedByDaemonSet(p) {
 					sim.Warnings = append(sim.Warnings, fmt.Sprintf("pod %s/%s on drained node %s is a DaemonSet's: kubectl drain fails unless --ignore-daemonsets, with which it stays (as simulated)", p.Namespace, p.Name, p.Spec.NodeName))
 				}
-				again := mode == ModeReplace && ours || evicted
-				if p.Spec.NodeName != "" && !ended && !again {
+				placedAgain := mode == ModeReplace && ours || evicted
+				if p.Spec.NodeName != "" && !ended && !placedAgain {
 					bound = append(bound, podKey{p.Namespace, p.Name})
 				}
 				switch {
-				case again:
+				case placedAgain:
+					again[p.UID] = true
+					placing = append(placing, p)
 					unbind(p)
 					later = append(later, p)
 					places = append(places, podKey{p.Namespace, p.Name})
@@ -590,7 +597,9 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 				case mode == ModePending && ours && p.Spec.NodeName == "":
 					places = append(places, podKey{p.Namespace, p.Name})
 					sim.schedulerOf[podKey{p.Namespace, p.Name}] = p.Spec.SchedulerName
+					placing = append(placing, p)
 				case mode == ModeDrain && ours && p.Spec.NodeName == "":
+					placing = append(placing, p)
 					// In the queue before the evicted pods: placed first,
 					// taking room they might need, but not the drain's
 					// outcome (--fail-on pending is about the drain).
@@ -633,6 +642,7 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 		sim.Warnings = append(sim.Warnings, fmt.Sprintf("%d pods were pending before the drain: they are placed first (taking room the evicted pods might need) and not listed; --mode pending shows where they go", pendingBefore))
 	}
 	slices.SortStableFunc(later, placementOrder)
+	kube = prepareClaims(kube, placing, again, sim)
 	c := NewClientsWith(kube, crds, metrics, dyn)
 	return c, places, bound, later, nil
 }
@@ -694,11 +704,12 @@ func ownedByDaemonSet(p *v1.Pod) bool {
 	return ref != nil && ref.Kind == "DaemonSet"
 }
 
-// unbind makes p a pod no scheduler has seen.
+// unbind makes p a pod no scheduler has seen. It keeps the names of its
+// DRA claims (the resourceclaim controller's, in its status).
 func unbind(p *v1.Pod) {
 	p.Spec.NodeName = ""
 	p.ResourceVersion = ""
-	p.Status = v1.PodStatus{Phase: v1.PodPending}
+	p.Status = v1.PodStatus{Phase: v1.PodPending, ResourceClaimStatuses: p.Status.ResourceClaimStatuses}
 }
 
 // podFields are the fields a pod list or watch may select on here, as

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -558,5 +559,63 @@ func TestSimulateCallsExtendersOnlyWhenAskedAndNeverTheirBind(t *testing.T) {
 	}
 	if cfg.Extenders[0].BindVerb != "bind" {
 		t.Error("the caller's configuration was changed")
+	}
+}
+
+// gpuCluster is a node with one device of driver gpu.example.com, its class
+// and a template that asks for one.
+func gpuCluster(node string) []runtime.Object {
+	class := &resourcev1.DeviceClass{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "DeviceClass"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu.example.com"}}
+	slice := &resourcev1.ResourceSlice{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice"},
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-gpu"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.example.com", NodeName: ptr.To(node),
+			Pool:    resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourcev1.Device{{Name: "gpu-0"}}}}
+	template := &resourcev1.ResourceClaimTemplate{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaimTemplate"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "one-gpu"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}}}}}}}
+	return []runtime.Object{class, slice, template}
+}
+
+// gpuPod is a pod whose claim "gpu" is made from the one-gpu template.
+func gpuPod(name, node string) *v1.Pod {
+	p := simPod(name, "web", node, 0)
+	p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
+	p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
+	return p
+}
+
+// A pod whose GPU claim is made from a template, placed again in replace
+// mode, keeps its claim (named in its status), which no longer holds the
+// device for it: the pod goes back to the only node with a device. A
+// pending pod with no claim yet gets one made from its template, as the
+// resourceclaim controller would.
+func TestSimulatePlacesPodsWithClaimsFromTemplates(t *testing.T) {
+	bound := gpuPod("trainer", "gpu-1")
+	bound.Status = v1.PodStatus{Phase: v1.PodRunning, ResourceClaimStatuses: []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("trainer-gpu-x7k2p")}}}
+	claim := &resourcev1.ResourceClaim{TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceClaim"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "trainer-gpu-x7k2p", UID: "claim-uid", ResourceVersion: "4711",
+			Annotations:     map[string]string{resourcev1.PodResourceClaimAnnotation: "gpu"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "trainer", UID: bound.UID, Controller: ptr.To(true)}}},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com", AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 1}}}}},
+		Status: resourcev1.ResourceClaimStatus{
+			Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+				{Request: "gpu", Driver: "gpu.example.com", Pool: "gpu-1", Device: "gpu-0"}}},
+				NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{
+					{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{"gpu-1"}}}}}}},
+			ReservedFor: []resourcev1.ResourceClaimConsumerReference{{Resource: "pods", Name: "trainer", UID: bound.UID}}}}
+	objs := append([]runtime.Object{teamNamespace(), simNode("cpu-1", "web", "8"), simNode("gpu-1", "web", "2"), bound, claim}, gpuCluster("gpu-1")...)
+	sim := simulate(t, ModeReplace, objs...)
+	if o := outcomes(sim)["trainer"]; o.Node != "gpu-1" {
+		t.Errorf("replace: trainer %+v, want it on gpu-1, the only node with a device", o)
+	}
+
+	objs = append([]runtime.Object{teamNamespace(), simNode("cpu-1", "web", "8"), simNode("gpu-1", "web", "2"), gpuPod("new", "")}, gpuCluster("gpu-1")...)
+	sim = simulate(t, ModePending, objs...)
+	if o := outcomes(sim)["new"]; o.Node != "gpu-1" {
+		t.Errorf("pending: new %+v, want it on gpu-1 with a claim made from its template", o)
 	}
 }

@@ -74,6 +74,7 @@ var Resources = []Resource{
 	res("resource.k8s.io", "v1", "deviceclasses", "DynamicResources"),
 	res("resource.k8s.io", "v1", "resourceslices", "DynamicResources"),
 	res("resource.k8s.io", "v1", "resourceclaims", "DynamicResources"),
+	res("resource.k8s.io", "v1", "resourceclaimtemplates", "not read by the scheduler: simulate makes a pending pod's claim from its template, as the resourceclaim controller would"),
 	res("resource.k8s.io", "v1", "devicetaintrules", "DynamicResources' device taints"),
 	res("scheduling.x-k8s.io", "v1alpha1", "podgroups", "Coscheduling, ElasticQuota (scheduler-plugins' PodGroups)"),
 	res("scheduling.x-k8s.io", "v1alpha1", "elasticquotas", "ElasticQuota"),

@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -189,6 +190,54 @@ var _ = Describe("kubectl berth simulate on real clusters' inputs", func() {
 		node, reason, _ := outcomeOf(report, ns, "db-0")
 		Expect(node).To(Equal("wffc-1"), reason)
 		Expect(report.Warnings).To(ContainElement(And(ContainSubstring("1 claims waiting for their first consumer were provisioned"), ContainSubstring(ns+"/data-db-0 on wffc-1"))))
+	})
+
+	It("places a pod whose GPU claim is made from a template again on the node with the device", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "whatif-dra")
+		iso := isolated("berth.dev/whatif-dra")
+		createNodes(ctx,
+			sandbox.NodeSpec{Name: "dra-cpu", CPU: "8", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints},
+			sandbox.NodeSpec{Name: "dra-gpu", CPU: "2", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints})
+		_, err := env.Client.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "whatif-gpu.example.com"},
+			Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "whatif-gpu.example.com"`}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = env.Client.ResourceV1().ResourceSlices().Create(ctx, &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "dra-gpu-slice"},
+			Spec: resourcev1.ResourceSliceSpec{Driver: "whatif-gpu.example.com", NodeName: ptr.To("dra-gpu"),
+				Pool:    resourcev1.ResourcePool{Name: "dra-gpu", Generation: 1, ResourceSliceCount: 1},
+				Devices: []resourcev1.Device{{Name: "gpu-0"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.ResourceV1().ResourceSlices().Delete(ctx, "dra-gpu-slice", metav1.DeleteOptions{})).To(Succeed())
+			Expect(env.Client.ResourceV1().DeviceClasses().Delete(ctx, "whatif-gpu.example.com", metav1.DeleteOptions{})).To(Succeed())
+		})
+		claimSpec := resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{
+			{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "whatif-gpu.example.com"}}}}}
+		_, err = env.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "one-gpu"},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: claimSpec}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// A ReplicaSet's pod would be made so; the claim is made as the
+		// resourceclaim controller makes it (no kube-controller-manager
+		// of the suite runs that controller).
+		pod := sandbox.MakePod(sandbox.PodSpec{Namespace: ns, Name: "trainer", SchedulerName: "berth-packing", CPU: "1", NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
+		pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}}
+		pod.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
+		pod, err = env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		claim, err := env.Client.ResourceV1().ResourceClaims(ns).Create(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{GenerateName: "trainer-gpu-",
+			Annotations:     map[string]string{resourcev1.PodResourceClaimAnnotation: "gpu"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+			Spec: claimSpec}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		pod.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To(claim.Name)}}
+		_, err = env.Client.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "trainer")).Should(Equal("dra-gpu"), "the scheduler allocates the claim and binds the pod to the node with the device")
+
+		file := takeSnapshot(ctx, "whatif-dra")
+		report, code, stderr := simulateFile(ctx, file, "--config", suiteProfiles("berth-packing"), "--mode", "replace", "--fail-on", "pending")
+		node, reason, _ := outcomeOf(report, ns, "trainer")
+		Expect(node).To(Equal("dra-gpu"), "placed again on the node with the device (%s)", reason)
+		Expect(code).To(BeZero(), stderr)
 	})
 
 	It("lets pods being deleted go, their room free, unless --keep-terminating", func(ctx SpecContext) {
