@@ -148,12 +148,17 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Short: "Replay a snapshot through Berth's scheduler under a configuration (or two, and see what differs), offline",
 		Long: "Runs Berth's scheduler — upstream's framework and Berth's plugins, built from the configuration as the\n" +
 			"scheduler's start-up builds it (see validate) — on the objects of a snapshot (kubectl berth snapshot), with\n" +
-			"no cluster: bindings go to an in-memory API, nothing is written anywhere but the output.\n\n" +
+			"no cluster: bindings go to an in-memory API, nothing is written anywhere but the output (extenders are\n" +
+			"called only with --call-extenders, their bind never). The plugins read the snapshot's time as their clock.\n" +
+			"Claims that wait for their first consumer are provisioned on the node chosen, DRA claims made from their\n" +
+			"templates, as the cluster's controllers would; pods being deleted are left out (--keep-terminating);\n" +
+			"pods of schedulers with no profile stay where they are, counted in the summary.\n\n" +
 			"--mode pending places the snapshot's pending pods of the configuration's profiles; --mode replace unbinds\n" +
-			"every such pod and places them all again, one at a time in creation order (what the cluster would look\n" +
-			"like under this configuration); --mode drain --nodes A,B drains those nodes as kubectl drain does\n" +
-			"(cordoned, their pods evicted but DaemonSets' and mirror pods) and places the evicted pods again, one at a\n" +
-			"time in creation order, as their controllers' replacements would be, with a warning wherever a real drain\n" +
+			"every such pod and places them all again, one at a time, DaemonSets' pods first, then by priority, then in\n" +
+			"creation order (what the cluster would look like under this configuration); --mode drain --nodes A,B\n" +
+			"drains those nodes as kubectl drain does (cordoned, their pods evicted but DaemonSets' and mirror pods)\n" +
+			"and places the evicted pods again, one at a time by priority, then in creation order, as their\n" +
+			"controllers' replacements would be, with a warning wherever a real drain\n" +
 			"would differ. With two configurations both run on the same snapshot and the pods whose\n" +
 			"outcome differs are listed: moved to another node (with the plugins that scored the new node higher, or\n" +
 			"the filter that rejected the old one), newly pending, newly placed, newly preempted; a pod on another node\n" +
@@ -163,7 +168,10 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			"simulation ends when the scheduler has nothing left to try, without waiting for the queue's periodic\n" +
 			"flush), LoadAware's usage (as sampled in the snapshot, not as pods placed since add to it), and the order\n" +
 			"in which pods pending together reach the queue, and which of equally scored nodes the scheduler picks\n" +
-			"(the order its filter workers finish in: -o json lists each pod's ties).",
+			"(the order its filter workers finish in: -o json lists each pod's ties).\n\n" +
+			"Exit codes: 1 bad input (an incomplete snapshot without --allow-partial-snapshot included), 3 a failed\n" +
+			"--fail-on gate (a config with no profile for any pod of the snapshot fails it), 4 the simulation could not\n" +
+			"finish (--timeout passed: the report shows what was placed by then; or an internal failure).",
 		Example: "  kubectl berth snapshot cluster.json.gz\n" +
 			"  kubectl berth simulate --snapshot cluster.json.gz --config current.yaml --config proposed.yaml\n" +
 			"  kubectl berth simulate --snapshot cluster.json.gz --config proposed.yaml --mode replace -o json --fail-on pending\n" +

@@ -191,9 +191,12 @@ const settle = 300 * time.Millisecond
 // objects of snap and returns where it placed the pods plan says. The
 // scheduler runs for real — its queue, its cache, every plugin at every
 // extension point, bindings through the (in-memory) API — so the result is
-// the scheduler's, up to what differs by construction: time (timeouts,
-// backoffs, LoadAware's samples as of the snapshot), and the order in which
-// pods that are pending together reach the queue.
+// the scheduler's, up to what differs by construction: time (the plugins
+// read a clock that starts at the snapshot's time; timeouts and backoffs
+// are real), and the order in which pods that are pending together reach
+// the queue. What the cluster's controllers would do meanwhile is done as
+// they would (volumes provisioned, DRA claims made from their templates and
+// released).
 func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, snap *snapshot.File, plan Plan) (*Simulation, error) {
 	if err := plan.Check(snap); err != nil {
 		return nil, err
