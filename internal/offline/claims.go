@@ -105,7 +105,7 @@ func setClaimStatus(p *v1.Pod, podClaim, claim string) {
 // claim's name in an annotation, p its controlling owner, named
 // <pod>-<claim>- and a suffix (the controller's is random).
 func claimFromTemplate(p *v1.Pod, podClaim string, t *resourcev1.ResourceClaimTemplate) *resourcev1.ResourceClaim {
-	annotations := maps.Clone(t.Spec.ObjectMeta.Annotations)
+	annotations := maps.Clone(t.Spec.Annotations)
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
@@ -120,7 +120,7 @@ func claimFromTemplate(p *v1.Pod, podClaim string, t *resourcev1.ResourceClaimTe
 			UID:             types.UID("simulated-" + string(p.UID) + "-" + podClaim),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: p.Name, UID: p.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 			Annotations:     annotations,
-			Labels:          maps.Clone(t.Spec.ObjectMeta.Labels),
+			Labels:          maps.Clone(t.Spec.Labels),
 		},
 		Spec: *t.Spec.Spec.DeepCopy(),
 	}

@@ -34,6 +34,6 @@ func From(ctx context.Context, otherwise func() time.Time) func() time.Time {
 // snapshot's. Its readings carry no monotonic reading (as times parsed
 // from objects carry none).
 func At(at time.Time) func() time.Time {
-	offset := at.Sub(time.Now())
+	offset := time.Until(at)
 	return func() time.Time { return time.Now().Add(offset).Round(0) }
 }
