@@ -48,7 +48,8 @@ type simulateTotals struct {
 	Placed  []int `json:"placed"`
 	Pending []int `json:"pending"`
 	// NoProfile counts, per config, the pods another config placed that
-	// it has no profile for (in Pending: nothing would place them).
+	// it has no profile for: nothing would place them (--fail-on pending
+	// counts them).
 	NoProfile []int `json:"noProfile"`
 	Moved     int   `json:"moved"`
 	// Ties are pods placed on another node that scored as high as the
@@ -123,6 +124,9 @@ type simulatedOutcome struct {
 	Preempted bool `json:"preempted,omitempty"`
 	// NotSimulated: the config has no profile for the pod's schedulerName.
 	NotSimulated bool `json:"notSimulated,omitempty"`
+	// Untouched: the pod was bound in the snapshot and this config's run
+	// left it there (another config's preempted it).
+	Untouched bool `json:"untouched,omitempty"`
 	// Score is how Node scored in the pod's last scheduling cycle (per
 	// plugin, weighted); Ties counts the other nodes that scored as high,
 	// TiedWith names the first 20.
@@ -227,7 +231,7 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				for i, o := range inc {
 					parts[i] = o.Resource + ": " + o.Reason
 				}
-				return fmt.Errorf("%s is incomplete (%s): simulated without them, the cluster would not be the one snapshotted; take the snapshot with credentials that can read them (manifests/rbac/snapshot-reader.yaml) or pass --allow-partial-snapshot", snapPath, strings.Join(parts, "; "))
+				return fmt.Errorf("%s is incomplete (%s): simulated without them, the cluster would not be the one snapshotted; take the snapshot with credentials that can read them (manifests/snapshot-reader.yaml) or pass --allow-partial-snapshot", snapPath, strings.Join(parts, "; "))
 			}
 			for _, o := range snap.Omitted {
 				r.Warnings = append(r.Warnings, fmt.Sprintf("the snapshot has no %s (%s)", o.Resource, o.Reason))
@@ -246,6 +250,13 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 					return exitCode{4, fmt.Errorf("%s: the simulation failed: %w", configs[i], err)}
 				}
 				sims = append(sims, sim)
+				if sim.TimedOut && i < len(cfgs)-1 {
+					// Nothing to compare with: the next config would
+					// start past the deadline.
+					r.Warnings = append(r.Warnings, fmt.Sprintf("%s not simulated: --timeout %s passed during %s's run", strings.Join(configs[i+1:], ", "), timeout, configs[i]))
+					r.Configs = configs[:i+1]
+					break
+				}
 				// The next config's run says how the node this one chose
 				// fared there: a tie, outscored (by which plugins), rejected.
 				plan.Compare = map[string]string{}
@@ -279,15 +290,15 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			switch {
 			case failOn == "newly-pending" && r.Totals.NewlyPending+r.Totals.NewlyPreempted > 0:
 				return exitCode{3, fmt.Errorf("--fail-on newly-pending: %d pods placed under %s are pending or preempted under %s", r.Totals.NewlyPending+r.Totals.NewlyPreempted, configs[0], configs[last])}
-			case failOn == "pending" && r.Totals.Pending[last] > 0:
-				return exitCode{3, fmt.Errorf("--fail-on pending: %d pods stay pending under %s", r.Totals.Pending[last], configs[last])}
+			case failOn == "pending" && r.Totals.Pending[last]+r.Totals.NoProfile[last] > 0:
+				return exitCode{3, fmt.Errorf("--fail-on pending: %d pods stay pending under %s", r.Totals.Pending[last]+r.Totals.NoProfile[last], configs[last])}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&snapPath, "snapshot", "", "the snapshot file (kubectl berth snapshot)")
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a KubeSchedulerConfiguration; give it twice to compare the current with a proposed one")
-	cmd.Flags().StringVar(&mode, "mode", string(offline.ModePending), "pending: place the pending pods; replace: place every pod again, in creation order; drain: cordon --nodes and place their evicted pods again")
+	cmd.Flags().StringVar(&mode, "mode", string(offline.ModePending), "pending: place the pending pods; replace: place every pod again (DaemonSets' first, then by priority, then by age); drain: cordon --nodes and place their evicted pods again")
 	cmd.Flags().StringSliceVar(&drain, "nodes", nil, "the nodes --mode drain drains (comma-separated, or the flag repeated)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit 3 when newly-pending (pods placed under the first config pending under the second) or pending (any pod pending under the last config)")
@@ -411,13 +422,21 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 		}
 	}
 	r.Totals.Pods = len(r.Pods)
-	// A pod another config places that this one has no profile for: no
-	// scheduler would place it, it stays pending.
-	for _, p := range r.Pods {
-		for i, o := range p.Outcomes {
-			if o.NotSimulated {
-				r.Totals.NoProfile[i]++
-				r.Totals.Pending[i]++
+	// A config's run without an outcome for a pod another run has: the
+	// config has no profile for it (nothing would place it), or the pod
+	// was bound and this run left it where it was (the other preempted
+	// it).
+	for i := range r.Pods {
+		p := &r.Pods[i]
+		for k := range p.Outcomes {
+			o := &p.Outcomes[k]
+			switch {
+			case !o.NotSimulated:
+			case slices.Contains(sims[k].Profiles, p.SchedulerName):
+				o.NotSimulated, o.Untouched = false, true
+				r.Totals.Placed[k]++
+			default:
+				r.Totals.NoProfile[k]++
 			}
 		}
 	}
@@ -428,12 +447,13 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 	for i := range r.Pods {
 		p := &r.Pods[i]
 		a, b := p.Outcomes[0], p.Outcomes[len(sims)-1]
+		placedFirst := a.Node != "" || a.Untouched
 		switch {
-		case a.Node != "" && b.NotSimulated:
+		case placedFirst && b.NotSimulated:
 			p.Change, p.Why = "newly-pending", fmt.Sprintf("%s has no profile %q: no scheduler would place it", r.Configs[len(sims)-1], p.SchedulerName)
 			r.Totals.NewlyPending++
-		case a.NotSimulated || b.NotSimulated:
-		case a.Node != "" && b.Preempted:
+		case a.NotSimulated || b.NotSimulated || a.Untouched && b.Untouched:
+		case placedFirst && b.Preempted:
 			p.Change = "newly-preempted"
 			r.Totals.NewlyPreempted++
 		case a.Node != "" && b.Node == "":
@@ -623,7 +643,7 @@ func (r *simulateReport) printTable(w io.Writer) error {
 	for i, c := range r.Configs {
 		noProfile := ""
 		if n := r.Totals.NoProfile[i]; n > 0 {
-			noProfile = fmt.Sprintf(" (%d of them of no profile of %s)", n, c)
+			noProfile = fmt.Sprintf(", %d of no profile of it (nothing would place them)", n)
 		}
 		fmt.Fprintf(w, "  %s: %d placed, %d pending%s\n", c, r.Totals.Placed[i], r.Totals.Pending[i], noProfile)
 	}
@@ -663,6 +683,8 @@ func (r *simulateReport) printTable(w io.Writer) error {
 		switch {
 		case o.NotSimulated:
 			return "<no profile>"
+		case o.Untouched:
+			return "<as before>"
 		case o.Preempted:
 			return "<preempted>"
 		case o.Node == "":

@@ -9,18 +9,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/utils/ptr"
 )
 
 // prepareClaims keeps the DRA claims of the pods a simulation places as
 // kube-controller-manager's resourceclaim controller keeps them
-// (pkg/controller/resourceclaim): a pod placed again (replace, drain) no
-// longer holds its claims, and a claim no pod holds any more is
-// deallocated; a pod whose claim comes from a ResourceClaimTemplate and has
-// none yet gets one made from the template, owned by the pod and named in
-// its status. It returns kube with the claims it made, and warns of the
-// templates the snapshot lacks.
-func prepareClaims(kube []runtime.Object, placing []*v1.Pod, again map[types.UID]bool, sim *Simulation) []runtime.Object {
+// (pkg/controller/resourceclaim): a pod that is gone (placed again in
+// replace or drain mode, or left out as terminating) no longer holds its
+// claims, and a claim no pod holds any more is deallocated; a pod whose
+// claim comes from a ResourceClaimTemplate and has none yet gets one made
+// from the template, owned by the pod and named in its status. It returns
+// kube with the claims it made, and warns of the templates the snapshot
+// lacks.
+func prepareClaims(kube []runtime.Object, placing []*v1.Pod, gone map[types.UID]bool, sim *Simulation) []runtime.Object {
 	claims := map[string]*resourcev1.ResourceClaim{}
 	templates := map[string]*resourcev1.ResourceClaimTemplate{}
 	for _, obj := range kube {
@@ -39,7 +41,7 @@ func prepareClaims(kube []runtime.Object, placing []*v1.Pod, again map[types.UID
 		}
 		kept := c.Status.ReservedFor[:0:0]
 		for _, r := range c.Status.ReservedFor {
-			if r.Resource != "pods" || !again[r.UID] {
+			if r.Resource != "pods" || !gone[r.UID] {
 				kept = append(kept, r)
 			}
 		}
@@ -48,8 +50,9 @@ func prepareClaims(kube []runtime.Object, placing []*v1.Pod, again map[types.UID
 		}
 		c.Status.ReservedFor = kept
 		if len(kept) == 0 {
+			// The controller deallocates it (the drivers' device status
+			// stays until they update it).
 			c.Status.Allocation = nil
-			c.Status.Devices = nil
 		}
 	}
 	for _, p := range placing {
@@ -57,8 +60,11 @@ func prepareClaims(kube []runtime.Object, placing []*v1.Pod, again map[types.UID
 			if pc.ResourceClaimTemplateName == nil {
 				continue
 			}
-			if c, ok := claims[p.Namespace+"/"+claimNameOf(p, pc.Name)]; ok && metav1.IsControlledBy(c, p) {
-				continue
+			// The claim the pod's status names, if it is the pod's.
+			if name, _, err := resourceclaim.Name(p, &pc); err == nil && name != nil {
+				if c, ok := claims[p.Namespace+"/"+*name]; ok && resourceclaim.IsForPod(p, c, false) == nil {
+					continue
+				}
 			}
 			t, ok := templates[p.Namespace+"/"+*pc.ResourceClaimTemplateName]
 			if !ok {
@@ -76,17 +82,6 @@ func prepareClaims(kube []runtime.Object, placing []*v1.Pod, again map[types.UID
 		}
 	}
 	return kube
-}
-
-// claimNameOf is the name of the claim p's status gives for its pod claim
-// podClaim; "" when none.
-func claimNameOf(p *v1.Pod, podClaim string) string {
-	for _, s := range p.Status.ResourceClaimStatuses {
-		if s.Name == podClaim && s.ResourceClaimName != nil {
-			return *s.ResourceClaimName
-		}
-	}
-	return ""
 }
 
 // setClaimStatus names claim as p's claim for podClaim in p's status.

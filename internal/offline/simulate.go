@@ -38,11 +38,12 @@ const (
 	// ModePending places the snapshot's pending pods; bound pods stay.
 	ModePending Mode = "pending"
 	// ModeReplace unbinds every pod and places them all again, one at a
-	// time in creation order.
+	// time in placementOrder (DaemonSets' pods, then by priority, then by
+	// creation).
 	ModeReplace Mode = "replace"
 	// ModeDrain drains Plan.Drain's nodes as kubectl drain does: it cordons
 	// them and evicts their pods (DaemonSet and mirror pods stay), whose
-	// controllers' replacements it places one at a time in creation order.
+	// controllers' replacements it places one at a time in placementOrder.
 	ModeDrain Mode = "drain"
 )
 
@@ -171,8 +172,14 @@ type Simulation struct {
 	// TimedOut: Plan.Timeout passed before the scheduler was done.
 	TimedOut bool
 
+	// Profiles name the configuration's profiles (schedulerName).
+	Profiles []string
+
 	// schedulerOf names the profile of each pod placed.
 	schedulerOf map[podKey]string
+	// toPlace counts the pods the scheduler places (in drain mode, the
+	// pods pending before it too).
+	toPlace int
 }
 
 // ErrConfig wraps the errors of a configuration that does not build (a
@@ -288,7 +295,7 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			reportProgress(progressCtx, plan.Progress, c, len(places))
+			reportProgress(progressCtx, plan.Progress, c, sim.toPlace)
 		}()
 		// Not called once Simulate returns.
 		defer func() { stopProgress(); <-done }()
@@ -314,8 +321,15 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		return nil, err
 	}
 	// Nothing changes from here: the results are read from the API and
-	// the cache as the scheduler left them.
+	// the cache as the scheduler left them, once the bindings in flight
+	// when it stopped (after a deadline) have ended: a binding cycle
+	// whose context is done forgets its pod, or binds it first.
 	stopScheduler()
+	if sim.TimedOut {
+		_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return len(s.Cache.Dump().AssumedPods) == 0, nil
+		})
+	}
 	for _, r := range recs {
 		r.freeze()
 	}
@@ -356,7 +370,7 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 	// Pods bound in the snapshot that the simulation's preemption deleted.
 	for _, key := range bound {
 		if _, err := c.Kube.CoreV1().Pods(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			sim.Outcomes = append(sim.Outcomes, Outcome{Namespace: key.Namespace, Name: key.Name, Preempted: true})
+			sim.Outcomes = append(sim.Outcomes, Outcome{Namespace: key.Namespace, Name: key.Name, SchedulerName: sim.schedulerOf[key], Preempted: true})
 		}
 	}
 	sort.Slice(sim.Outcomes, func(i, j int) bool {
@@ -399,7 +413,7 @@ func provisionedWarning(made []Provisioned) string {
 		}
 		names = append(names, p.Claim+" on "+p.Node)
 	}
-	return fmt.Sprintf("%d claims waiting for their first consumer were provisioned as their StorageClass's provisioner would, on the node the pod was placed on (%s): VolumeBinding checked the class's allowedTopologies and CSIStorageCapacity; a provisioner's own failures are not simulated",
+	return fmt.Sprintf("%d claims waiting for their first consumer were provisioned as their StorageClass's provisioner would, on the node the pod was placed on (%s): VolumeBinding checked the class's allowedTopologies, and CSIStorageCapacity as the snapshot holds it (not reduced by these volumes); a provisioner's own failures are not simulated",
 		len(made), strings.Join(names, ", "))
 }
 
@@ -421,7 +435,7 @@ func byConstruction(profiles []Profile) []string {
 			strings.Join(ps, ", ")))
 	}
 	if ps := uses("Coscheduling"); len(ps) > 0 {
-		out = append(out, fmt.Sprintf("Coscheduling (profiles %s) runs on the simulation's clock: members reach the queue in creation order (replace, drain) or all at once (pending), a gang waits at Permit as long as its timeout, and the simulation ends without the queue's periodic retry of gangs that timed out",
+		out = append(out, fmt.Sprintf("Coscheduling (profiles %s) runs on the simulation's clock: members reach the queue one at a time (replace, drain) or all at once (pending), a gang waits at Permit as long as its timeout, and the simulation ends without the queue's periodic retry of gangs that timed out",
 			strings.Join(ps, ", ")))
 	}
 	return out
@@ -519,7 +533,7 @@ type podKey struct{ Namespace, Name string }
 // load fills in-memory clients with snap's objects. It returns the pods
 // the simulation places, the pods bound before it (a preemption may delete
 // them) and, in replace and drain mode, the pods to create one by one in
-// creation order (unbound).
+// placementOrder (unbound).
 func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfiguration, sim *Simulation) (*Clients, []podKey, []podKey, []*v1.Pod, error) {
 	mode := plan.Mode
 	drained := map[string]bool{}
@@ -531,15 +545,19 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 	var places, bound []podKey
 	var later []*v1.Pod
 	// The pods placed (their DRA claims prepared as the resourceclaim
-	// controller would), and of them those placed again.
+	// controller would), and the pods gone from where they were (placed
+	// again, or left out as terminating), whose claims are released.
 	var placing []*v1.Pod
-	again := map[types.UID]bool{}
+	gone := map[types.UID]bool{}
 	pendingBefore := 0
 	profiles := map[string]bool{}
 	for _, p := range cfg.Profiles {
 		profiles[p.SchedulerName] = true
 	}
 	sim.OtherSchedulers = map[string]int{}
+	for _, p := range cfg.Profiles {
+		sim.Profiles = append(sim.Profiles, p.SchedulerName)
+	}
 	sim.schedulerOf = map[podKey]string{}
 	for _, u := range snap.Items {
 		gvk := u.GroupVersionKind()
@@ -562,6 +580,7 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 				// left out, its room free, unless the plan keeps it.
 				if p.DeletionTimestamp != nil && !ended && !plan.KeepTerminating {
 					sim.Terminating++
+					gone[p.UID] = true
 					continue
 				}
 				switch {
@@ -587,10 +606,11 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 				placedAgain := mode == ModeReplace && ours || evicted
 				if p.Spec.NodeName != "" && !ended && !placedAgain {
 					bound = append(bound, podKey{p.Namespace, p.Name})
+					sim.schedulerOf[podKey{p.Namespace, p.Name}] = p.Spec.SchedulerName
 				}
 				switch {
 				case placedAgain:
-					again[p.UID] = true
+					gone[p.UID] = true
 					placing = append(placing, p)
 					unbind(p)
 					later = append(later, p)
@@ -645,7 +665,8 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 		sim.Warnings = append(sim.Warnings, fmt.Sprintf("%d pods were pending before the drain: they are placed first (taking room the evicted pods might need) and not listed; --mode pending shows where they go", pendingBefore))
 	}
 	slices.SortStableFunc(later, placementOrder)
-	kube = prepareClaims(kube, placing, again, sim)
+	kube = prepareClaims(kube, placing, gone, sim)
+	sim.toPlace = len(placing)
 	c := NewClientsWith(kube, crds, metrics, dyn)
 	return c, places, bound, later, nil
 }

@@ -366,7 +366,7 @@ func TestSimulateProvisionsClaimsWaitingForTheirFirstConsumer(t *testing.T) {
 		AllowedTopologies: []v1.TopologySelectorTerm{{MatchLabelExpressions: []v1.TopologySelectorLabelRequirement{
 			{Key: "topology.kubernetes.io/zone", Values: []string{"a", "b"}}}}}}
 	claim := &v1.PersistentVolumeClaim{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "data-db-0", UID: "uid-data-db-0"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "data-db-0", UID: "uid-data-db-0", ResourceVersion: "500"},
 		Spec: v1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("standard"), AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
 			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("10Gi")}}},
 		Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimPending}}
@@ -398,7 +398,7 @@ func TestSimulateBindsAnExistingVolumeToAClaimWaitingForItsFirstConsumer(t *test
 	class := &storagev1.StorageClass{TypeMeta: metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass"},
 		ObjectMeta: metav1.ObjectMeta{Name: "local"}, Provisioner: "kubernetes.io/no-provisioner", VolumeBindingMode: &wffc}
 	pv := &v1.PersistentVolume{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
-		ObjectMeta: metav1.ObjectMeta{Name: "local-b"},
+		ObjectMeta: metav1.ObjectMeta{Name: "local-b", ResourceVersion: "501"},
 		Spec: v1.PersistentVolumeSpec{StorageClassName: "local", AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
 			Capacity:               v1.ResourceList{v1.ResourceStorage: resource.MustParse("100Gi")},
 			PersistentVolumeSource: v1.PersistentVolumeSource{Local: &v1.LocalVolumeSource{Path: "/mnt/disk"}},
@@ -406,7 +406,7 @@ func TestSimulateBindsAnExistingVolumeToAClaimWaitingForItsFirstConsumer(t *test
 				{Key: "kubernetes.io/hostname", Operator: v1.NodeSelectorOpIn, Values: []string{"node-b"}}}}}}}},
 		Status: v1.PersistentVolumeStatus{Phase: v1.VolumeAvailable}}
 	claim := &v1.PersistentVolumeClaim{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cache", UID: "uid-cache"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "cache", UID: "uid-cache", ResourceVersion: "502"},
 		Spec: v1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("local"), AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteOnce},
 			Resources: v1.VolumeResourceRequirements{Requests: v1.ResourceList{v1.ResourceStorage: resource.MustParse("10Gi")}}},
 		Status: v1.PersistentVolumeClaimStatus{Phase: v1.ClaimPending}}
@@ -464,6 +464,9 @@ func TestSimulateReplacePlacesDaemonSetPodsThenByPriority(t *testing.T) {
 	agent := simPod("agent", "web", "web-1", 5)
 	agent.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("500m")
 	agent.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds", Controller: ptr.To(true)}}
+	// Pinned to its node, as the DaemonSet controller pins its pods.
+	agent.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+		NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{"web-1"}}}}}}}}
 	critical := simPod("critical", "web", "web-2", 6)
 	critical.Spec.Priority = ptr.To(int32(2000000000))
 	critical.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("2")
@@ -611,6 +614,15 @@ func TestSimulatePlacesPodsWithClaimsFromTemplates(t *testing.T) {
 	sim := simulate(t, ModeReplace, objs...)
 	if o := outcomes(sim)["trainer"]; o.Node != "gpu-1" {
 		t.Errorf("replace: trainer %+v, want it on gpu-1, the only node with a device", o)
+	}
+	// A pod older than trainer that waited for a GPU is placed first in
+	// replace mode: it gets the device, which trainer's claim released.
+	older := gpuPod("older", "")
+	older.CreationTimestamp = metav1.NewTime(bound.CreationTimestamp.Add(-time.Hour))
+	older.UID = "uid-older"
+	sim = simulate(t, ModeReplace, append(objs, older)...)
+	if got := outcomes(sim); got["older"].Node != "gpu-1" || got["trainer"].Node != "" {
+		t.Errorf("replace: older %+v, trainer %+v: want older on gpu-1 (trainer's claim released its device) and trainer pending", got["older"], got["trainer"])
 	}
 
 	objs = append([]runtime.Object{teamNamespace(), simNode("cpu-1", "web", "8"), simNode("gpu-1", "web", "2"), gpuPod("new", "")}, gpuCluster("gpu-1")...)
