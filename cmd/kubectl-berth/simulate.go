@@ -143,7 +143,7 @@ type simulatedOutcome struct {
 
 func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	var snapPath, output, failOn, featureGates string
-	var configs, drain []string
+	var configs, drain, addNodes, removeNodes []string
 	var mode string
 	var verbose, keepTerminating, allowPartial, callExtenders bool
 	var timeout time.Duration
@@ -218,9 +218,16 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 					return fmt.Errorf("%s: %w", path, err)
 				}
 			}
-			plan := offline.Plan{Mode: offline.Mode(mode), Drain: drain, KeepTerminating: keepTerminating, CallExtenders: callExtenders}
+			plan := offline.Plan{Mode: offline.Mode(mode), Drain: drain, KeepTerminating: keepTerminating, CallExtenders: callExtenders, RemoveNodes: removeNodes}
+			for _, a := range addNodes {
+				c, err := offline.ParseNodeCopies(a)
+				if err != nil {
+					return fmt.Errorf("--add-nodes %w", err)
+				}
+				plan.AddNodes = append(plan.AddNodes, c)
+			}
 			if err := plan.Check(snap); err != nil {
-				return fmt.Errorf("--mode %s --nodes %s: %w", mode, strings.Join(drain, ","), err)
+				return err
 			}
 			r := &simulateReport{Snapshot: snapPath, Mode: plan.Mode, Drained: drain, Configs: configs}
 			if w := versionSkew(snap); w != "" {
@@ -307,6 +314,8 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "end the run after this long (both configs together) and report what was placed by then, with exit code 4")
 	cmd.Flags().BoolVar(&keepTerminating, "keep-terminating", false, "keep pods being deleted where they are, holding their room (by default they are left out: they leave within their grace period)")
 	cmd.Flags().BoolVar(&allowPartial, "allow-partial-snapshot", false, "simulate a snapshot that could not read some resources (forbidden, or discovery failed) instead of refusing it")
+	cmd.Flags().StringArrayVar(&addNodes, "add-nodes", nil, "add copies of a snapshot node, in any mode: TEMPLATE=N[:KEY=VALUE,...] (N copies named TEMPLATE-sim-1..., with its shape and DaemonSet pods, these labels set); repeatable")
+	cmd.Flags().StringSliceVar(&removeNodes, "remove-nodes", nil, "remove snapshot nodes, in any mode: their pods are placed again as their controllers' replacements would be (DaemonSets' and mirror pods go with them)")
 	cmd.Flags().BoolVar(&callExtenders, "call-extenders", false, "run a configuration with extenders, calling their filter, prioritize and preempt verbs for real (never their bind); refused without it")
 	_ = cmd.MarkFlagRequired("snapshot")
 	return cmd

@@ -68,6 +68,12 @@ type Plan struct {
 	// Progress, if set, is called about every second while pods are
 	// placed.
 	Progress func(Progress)
+	// AddNodes adds copies of snapshot nodes, in any mode.
+	AddNodes []NodeCopies
+	// RemoveNodes removes snapshot nodes, in any mode: their pods are
+	// placed again as their controllers' replacements would be (but
+	// DaemonSets' and mirror pods, which go with their node).
+	RemoveNodes []string
 	// CallExtenders lets a configuration with extenders run: their
 	// filter, prioritize and preempt verbs are called for real, their bind
 	// verb never (a simulation writes nothing anywhere). Without it such a
@@ -87,13 +93,12 @@ func (p Plan) Check(snap *snapshot.File) error {
 		if len(p.Drain) > 0 {
 			return fmt.Errorf("nodes to drain given in %s mode: only drain mode drains nodes", p.Mode)
 		}
-		return nil
 	case ModeDrain:
+		if len(p.Drain) == 0 {
+			return errors.New("drain mode needs the nodes to drain")
+		}
 	default:
 		return fmt.Errorf("mode %q: pending, replace or drain", p.Mode)
-	}
-	if len(p.Drain) == 0 {
-		return errors.New("drain mode needs the nodes to drain")
 	}
 	known := map[string]bool{}
 	for _, u := range snap.Items {
@@ -101,16 +106,26 @@ func (p Plan) Check(snap *snapshot.File) error {
 			known[u.GetName()] = true
 		}
 	}
-	var missing []string
-	for _, n := range p.Drain {
-		if !known[n] {
-			missing = append(missing, n)
+	missing := func(what string, names []string) error {
+		var out []string
+		for _, n := range names {
+			if !known[n] {
+				out = append(out, n)
+			}
 		}
+		if len(out) > 0 {
+			return fmt.Errorf("%s not in the snapshot: %s", what, strings.Join(out, ", "))
+		}
+		return nil
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("nodes to drain not in the snapshot: %s", strings.Join(missing, ", "))
+	templates := make([]string, len(p.AddNodes))
+	for i, c := range p.AddNodes {
+		if c.Count < 1 {
+			return fmt.Errorf("copies of node %s: %d, want at least 1", c.Template, c.Count)
+		}
+		templates[i] = c.Template
 	}
-	return nil
+	return errors.Join(missing("nodes to drain", p.Drain), missing("nodes to copy", templates), missing("nodes to remove", p.RemoveNodes))
 }
 
 // Outcome is what the simulated scheduler did with one pod.
@@ -536,10 +551,14 @@ type podKey struct{ Namespace, Name string }
 // placementOrder (unbound).
 func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfiguration, sim *Simulation) (*Clients, []podKey, []podKey, []*v1.Pod, error) {
 	mode := plan.Mode
-	drained := map[string]bool{}
+	drained, removed := map[string]bool{}, map[string]bool{}
 	for _, n := range plan.Drain {
 		drained[n] = true
 	}
+	for _, n := range plan.RemoveNodes {
+		removed[n] = true
+	}
+	gonePods := 0
 	var kube, crds, metrics []runtime.Object
 	var dyn []runtime.Object
 	var places, bound []podKey
@@ -591,12 +610,23 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 					sim.OtherSchedulers[p.Spec.SchedulerName]++
 				}
 				ours := profiles[p.Spec.SchedulerName] && p.DeletionTimestamp == nil && !ended && !mirror
+				// A removed node's DaemonSet and mirror pods go with it;
+				// another scheduler's pods leave it for where that
+				// scheduler puts them, not simulated.
+				if removed[p.Spec.NodeName] && !ended && (mirror || ownedByDaemonSet(p) || !ours) {
+					if !ours && !mirror && !ownedByDaemonSet(p) {
+						sim.Warnings = append(sim.Warnings, fmt.Sprintf("pod %s/%s on removed node %s is scheduled by %q, which the configuration has no profile for: left out, where it goes next is not simulated", p.Namespace, p.Name, p.Spec.NodeName, p.Spec.SchedulerName))
+					}
+					gone[p.UID] = true
+					gonePods++
+					continue
+				}
 				// kubectl drain evicts a drained node's pods but its
 				// DaemonSets' (--ignore-daemonsets) and mirror pods; a
 				// controller's replacement is then placed.
 				// A pod already being deleted is leaving anyway.
 				onDrained := mode == ModeDrain && drained[p.Spec.NodeName] && !ended && !mirror && !ownedByDaemonSet(p) && p.DeletionTimestamp == nil
-				evicted := onDrained && ours
+				evicted := onDrained && ours || removed[p.Spec.NodeName] && ours
 				if onDrained {
 					sim.Warnings = append(sim.Warnings, drainWarnings(p, ours)...)
 				}
@@ -657,6 +687,14 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 		default:
 			sim.Unmodelled = append(sim.Unmodelled, fmt.Sprintf("%s %s/%s: a kind the simulator does not know", gvk, u.GetNamespace(), u.GetName()))
 		}
+	}
+	if len(removed) > 0 {
+		sim.Warnings = append(sim.Warnings, fmt.Sprintf("nodes removed: %s; their pods are placed again as their controllers' replacements would be, %d DaemonSet, mirror or other schedulers' pods left with them", strings.Join(plan.RemoveNodes, ", "), gonePods))
+	}
+	var added []string
+	kube, metrics, added = reshape(kube, metrics, plan)
+	if len(added) > 0 {
+		sim.Warnings = append(sim.Warnings, fmt.Sprintf("nodes added: %s (copies of their templates' shape and DaemonSet pods: no usage sample, no images, no annotations)", strings.Join(added, ", ")))
 	}
 	if sim.Terminating > 0 {
 		sim.Warnings = append(sim.Warnings, fmt.Sprintf("%d pods being deleted were left out, their room free: in a cluster they leave within their grace period (--keep-terminating keeps them where they are)", sim.Terminating))

@@ -631,3 +631,84 @@ func TestSimulatePlacesPodsWithClaimsFromTemplates(t *testing.T) {
 		t.Errorf("pending: new %+v, want it on gpu-1 with a claim made from its template", o)
 	}
 }
+
+func TestParseNodeCopies(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want NodeCopies
+		err  string
+	}{
+		{in: "gpu-1=3", want: NodeCopies{Template: "gpu-1", Count: 3}},
+		{in: "gpu-1=2:pool=new,topology.kubernetes.io/zone=b", want: NodeCopies{Template: "gpu-1", Count: 2, Labels: map[string]string{"pool": "new", "topology.kubernetes.io/zone": "b"}}},
+		{in: "gpu-1", err: "want TEMPLATE=N"},
+		{in: "gpu-1=0", err: "at least 1"},
+		{in: "gpu-1=3x", err: "want TEMPLATE=N"},
+		{in: "=3", err: "want TEMPLATE=N"},
+		{in: "gpu-1=3:pool", err: `label "pool" is not KEY=VALUE`},
+	} {
+		got, err := ParseNodeCopies(tc.in)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: error %v, want %q", tc.in, err, tc.err)
+		case tc.err == "" && (err != nil || got.Template != tc.want.Template || got.Count != tc.want.Count || !maps.Equal(got.Labels, tc.want.Labels)):
+			t.Errorf("%q: %+v, %v, want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// daemonPod is a DaemonSet's pod pinned to node, as its controller makes it.
+func daemonPod(name, node string) *v1.Pod {
+	p := simPod(name, "web", node, 0)
+	p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("500m")
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds", Controller: ptr.To(true)}}
+	p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+		NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchFields: []v1.NodeSelectorRequirement{{Key: "metadata.name", Operator: v1.NodeSelectorOpIn, Values: []string{node}}}}}}}}
+	p.Status.Phase = v1.PodRunning
+	return p
+}
+
+// "Would one more of these nodes place my pending pod, and where?": a copy
+// of a full node, with the DaemonSet pod its controller would run on it.
+func TestSimulateAddsCopiesOfANode(t *testing.T) {
+	busy := simPod("busy", "web", "big", 0)
+	busy.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("6")
+	waiting := simPod("waiting", "web", "", 1)
+	waiting.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("4")
+	objs := []runtime.Object{teamNamespace(), simNode("big", "web", "8"), busy, daemonPod("agent-big", "big"), waiting}
+	if o := outcomes(simulate(t, ModePending, objs...))["waiting"]; o.Node != "" {
+		t.Fatalf("without a copy: waiting %+v, want it pending", o)
+	}
+	sim := simulateWith(t, batchPoolConfig, Plan{Mode: ModePending, AddNodes: []NodeCopies{{Template: "big", Count: 2, Labels: map[string]string{"pool": "batch"}}}}, objs...)
+	if o := outcomes(sim)["waiting"]; o.Node != "big-sim-1" && o.Node != "big-sim-2" {
+		t.Errorf("waiting %+v, want it on a copy of big", o)
+	}
+	pods := map[string]int{}
+	for _, n := range sim.Nodes {
+		pods[n.Node] = n.Pods
+	}
+	if pods["big-sim-1"]+pods["big-sim-2"] != 3 || pods["big"] != 2 {
+		t.Errorf("pods per node %v, want big's two, each copy its DaemonSet pod and one of them waiting", pods)
+	}
+}
+
+// "Can I drop this node?": its pods are placed again elsewhere, its
+// DaemonSet pod goes with it.
+func TestSimulateRemovesNodes(t *testing.T) {
+	objs := []runtime.Object{teamNamespace(), simNode("web-1", "web", "4"), simNode("web-2", "web", "4"),
+		simPod("app", "web", "web-1", 0), daemonPod("agent-1", "web-1"), daemonPod("agent-2", "web-2")}
+	sim := simulateWith(t, batchPoolConfig, Plan{Mode: ModePending, RemoveNodes: []string{"web-1"}}, objs...)
+	got := outcomes(sim)
+	if len(got) != 1 || got["app"].Node != "web-2" {
+		t.Errorf("outcomes %+v, want app on web-2 and nothing else placed", sim.Outcomes)
+	}
+	for _, n := range sim.Nodes {
+		if n.Node == "web-1" {
+			t.Errorf("nodes %+v: web-1 removed", sim.Nodes)
+		}
+	}
+	if _, err := Simulate(context.Background(), nil, &snapshot.File{Items: []*unstructured.Unstructured{item(t, simNode("web-1", "web", "4"))}},
+		Plan{Mode: ModePending, RemoveNodes: []string{"web-9"}, AddNodes: []NodeCopies{{Template: "web-8", Count: 1}}}); err == nil ||
+		!strings.Contains(err.Error(), "nodes to copy not in the snapshot: web-8") || !strings.Contains(err.Error(), "nodes to remove not in the snapshot: web-9") {
+		t.Errorf("unknown nodes: error %v, want both named", err)
+	}
+}
