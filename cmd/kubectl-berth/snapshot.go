@@ -20,7 +20,7 @@ import (
 )
 
 func newSnapshotCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	var anonymize, anonymizeLabels bool
+	var anonymize, anonymizeLabels, explainFields bool
 	var keepAnnotations []string
 	var pageSize int64
 	cmd := &cobra.Command{
@@ -32,17 +32,23 @@ func newSnapshotCommand(flags *genericclioptions.ConfigFlags, streams genericioo
 			"ElasticQuotas, native Workloads and PodGroups, node metrics — into one JSON file (gzip when FILE ends in\n" +
 			".gz; standard output when FILE is - or absent). Resources the cluster does not serve, or the credentials\n" +
 			"may not list, are named in the file and on standard error, not silently dropped.\n\n" +
-			"Never in it: Secrets, ConfigMaps, managed fields, kubectl's last-applied annotation, containers' env,\n" +
-			"commands, args and probes. It needs get/list only (the README lists the resources).\n\n" +
+			"Only what scheduling reads is kept (--explain-fields lists it): never Secrets or ConfigMaps, no annotation\n" +
+			"but the ones scheduling reads (--keep-annotation keeps another, e.g. one a CELPolicy rule reads), no\n" +
+			"addresses, no controllers' pod templates, no containers' env, commands, args, probes or mounts, no volume\n" +
+			"servers, paths, attributes or secrets, no StorageClass parameters, no managed fields. It needs get/list\n" +
+			"only: manifests/snapshot-reader.yaml is a ClusterRole with exactly what it reads.\n\n" +
 			"--anonymize renames namespaces, nodes, pods and the pods' controllers in the fields that hold them (names,\n" +
-			"namespaces, nodeName, owner references, the hostname label and selectors), and drops addresses, IPs,\n" +
-			"condition messages and the annotations scheduling does not read; --anonymize-labels renames label keys\n" +
+			"namespaces, nodeName, owner references, the hostname label and selectors), and drops IPs, hostnames and\n" +
+			"condition messages too; --anonymize-labels renames label keys\n" +
 			"(but Kubernetes' own) and values (but kubernetes.io/os and /arch) too. Quantities, scheduler names and\n" +
 			"priority class names are kept, so a config still applies.",
 		Example: "  kubectl berth snapshot cluster.json.gz\n" +
 			"  kubectl berth snapshot --anonymize --anonymize-labels bug-report.json.gz",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if explainFields {
+				return snapshot.ExplainFields(streams.Out)
+			}
 			// The scheduler sees every namespace: a snapshot of one would
 			// simulate a cluster that does not exist.
 			if f := cmd.Flags().Lookup("namespace"); f != nil && f.Changed {
@@ -64,7 +70,7 @@ func newSnapshotCommand(flags *genericclioptions.ConfigFlags, streams genericioo
 				return err
 			}
 			ctx := cmd.Context()
-			o := snapshot.Options{Client: "kubectl-berth " + buildinfo.Version(), PageSize: pageSize}
+			o := snapshot.Options{Client: "kubectl-berth " + buildinfo.Version(), PageSize: pageSize, KeepAnnotations: keepAnnotations}
 			if anonymize || anonymizeLabels {
 				mc, err := metadata.NewForConfig(cfg)
 				if err != nil {
@@ -91,7 +97,8 @@ func newSnapshotCommand(flags *genericclioptions.ConfigFlags, streams genericioo
 	}
 	cmd.Flags().BoolVar(&anonymize, "anonymize", false, "rename namespaces, nodes, pods and their controllers consistently; drop addresses, IPs and annotations that are not well-known")
 	cmd.Flags().BoolVar(&anonymizeLabels, "anonymize-labels", false, "with --anonymize: rename label keys (but Kubernetes' own) and values too")
-	cmd.Flags().StringSliceVar(&keepAnnotations, "keep-annotation", nil, "with --anonymize: an annotation key to keep besides the ones scheduling reads by default (LoadAware's annotationKey when it is not berth.io/node-usage)")
+	cmd.Flags().StringSliceVar(&keepAnnotations, "keep-annotation", nil, "an annotation key to keep besides the ones scheduling reads (LoadAware's annotationKey when it is not berth.io/node-usage, one a CELPolicy rule reads)")
+	cmd.Flags().BoolVar(&explainFields, "explain-fields", false, "print what a snapshot keeps and leaves out, and exit")
 	cmd.Flags().Int64Var(&pageSize, "page-size", 500, "objects per list request")
 	return cmd
 }

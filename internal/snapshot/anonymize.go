@@ -202,14 +202,6 @@ func wellKnownKey(k string) bool {
 	return false
 }
 
-// keptAnnotations are the annotations scheduling reads; Apply keeps only
-// these (and the anonymizer's keep list): any other may hold names or
-// addresses inside a longer string.
-var keptAnnotations = map[string]bool{
-	"berth.io/node-usage":       true, // LoadAware's default annotationKey
-	"explain.berth.dev/request": true, // pods that ask Explain
-}
-
 // leakyFields are dropped from every object: addresses, IPs, identities of
 // machines, and free text (condition and state messages) that scheduling
 // never reads.
@@ -229,7 +221,7 @@ func (a *Anonymizer) Apply(u *unstructured.Unstructured) {
 	u.SetGenerateName("")
 	kept := map[string]string{}
 	for k, v := range u.GetAnnotations() {
-		if keptAnnotations[k] || a.keepAnnotations[k] {
+		if _, ok := keptAnnotations[k]; ok || a.keepAnnotations[k] {
 			kept[k] = v
 		}
 	}

@@ -140,6 +140,9 @@ type Options struct {
 	PageSize int64
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// KeepAnnotations are annotation keys kept besides the ones scheduling
+	// reads (a CELPolicy rule's, LoadAware's own annotationKey).
+	KeepAnnotations []string
 }
 
 // Take lists every resource of Resources the cluster serves, page by page,
@@ -224,7 +227,7 @@ func Take(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.In
 			if r.Group == "" && r.Resource == "pods" && !keepPod(u) {
 				return nil
 			}
-			Sanitize(u)
+			Sanitize(u, o.KeepAnnotations...)
 			if o.Anonymizer != nil {
 				o.Anonymizer.Apply(u)
 			}
@@ -316,46 +319,23 @@ func keptManagedFields(u *unstructured.Unstructured) []metav1.ManagedFieldsEntry
 	return kept
 }
 
-// containerFieldsDropped are the container fields no scheduling plugin
-// reads and that may carry secrets or internal detail.
-var containerFieldsDropped = []string{"env", "envFrom", "command", "args", "workingDir",
-	"livenessProbe", "readinessProbe", "startupProbe", "lifecycle"}
-
-// Sanitize drops from u what scheduling never reads and what may be secret:
-// managed fields (but of a pod's, the facts AdmissionFeedback reads:
-// whether its author set spec.nodeName, when the kubelet last wrote its
-// status), kubectl's last-applied annotation (a copy of the object as
-// applied, env included), containers' env, commands, args and probes in
-// pods and pod templates, and containers' states (a terminated container's
-// message is whatever it printed last) and runtime IDs.
-func Sanitize(u *unstructured.Unstructured) {
+// Sanitize leaves out of u what scheduling never reads and what may be
+// secret: managed fields (but of a pod's, the facts AdmissionFeedback
+// reads: whether its author set spec.nodeName, when the kubelet last wrote
+// its status), every annotation but the ones scheduling reads
+// (keptAnnotations) and keepAnnotations, the fields of droppedFields
+// (addresses, controllers' pod templates, StorageClass parameters),
+// containers' env, commands, args, probes and mounts, volume sources'
+// servers, paths, attributes and secrets, and containers' states (a
+// terminated container's message is whatever it printed last) and runtime
+// IDs. kubectl berth snapshot --explain-fields prints the lists.
+func Sanitize(u *unstructured.Unstructured, keepAnnotations ...string) {
 	u.SetManagedFields(keptManagedFields(u))
-	if a := u.GetAnnotations(); a != nil {
-		if _, ok := a["kubectl.kubernetes.io/last-applied-configuration"]; ok {
-			delete(a, "kubectl.kubernetes.io/last-applied-configuration")
-			if len(a) == 0 {
-				a = nil
-			}
-			u.SetAnnotations(a)
-		}
+	keep := map[string]bool{}
+	for _, k := range keepAnnotations {
+		keep[k] = true
 	}
-	for _, spec := range [][]string{{"spec"}, {"spec", "template", "spec"}} {
-		for _, kind := range []string{"containers", "initContainers", "ephemeralContainers"} {
-			path := append(append([]string{}, spec...), kind)
-			cs, found, _ := unstructured.NestedSlice(u.Object, path...)
-			if !found {
-				continue
-			}
-			for _, c := range cs {
-				if m, ok := c.(map[string]any); ok {
-					for _, f := range containerFieldsDropped {
-						delete(m, f)
-					}
-				}
-			}
-			_ = unstructured.SetNestedSlice(u.Object, cs, path...)
-		}
-	}
+	minimize(u, keep)
 	for _, kind := range []string{"containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"} {
 		cs, found, _ := unstructured.NestedSlice(u.Object, "status", kind)
 		if !found {

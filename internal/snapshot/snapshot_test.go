@@ -316,3 +316,62 @@ func TestTheSnapshotReaderClusterRoleGrantsWhatSnapshotReads(t *testing.T) {
 		t.Errorf("the ClusterRole grants %v, want %v (internal/snapshot's Resources): change charts/berth/templates/snapshot-reader.yaml, then make generate", slices.Sorted(maps.Keys(granted)), slices.Sorted(maps.Keys(want)))
 	}
 }
+
+// Without --anonymize a snapshot keeps only what scheduling reads: no
+// annotation but scheduling's (and the ones asked for), no controller's pod
+// template, no addresses, no volume servers, attributes or secrets, no
+// StorageClass parameters.
+func TestSanitizeKeepsOnlyWhatSchedulingReads(t *testing.T) {
+	p := pod("web-1", "worker-1", map[string]any{
+		"hostAliases": []any{map[string]any{"ip": "10.9.9.9", "hostnames": []any{"db.corp.example"}}},
+		"containers": []any{map[string]any{"name": "app", "image": "registry.example/app:1",
+			"env":          []any{map[string]any{"name": "TOKEN", "value": "s3cr3t"}},
+			"volumeMounts": []any{map[string]any{"name": "data", "mountPath": "/srv/corp.example"}},
+			"resources":    map[string]any{"requests": map[string]any{"cpu": "1"}}}},
+		"volumes": []any{
+			map[string]any{"name": "data", "nfs": map[string]any{"server": "nfs.corp.example", "path": "/exports/web"}},
+			map[string]any{"name": "vault", "csi": map[string]any{"driver": "secrets-store.csi.k8s.io", "volumeAttributes": map[string]any{"vaultAddress": "https://vault.corp.example"}}},
+		}})
+	p.SetAnnotations(map[string]string{"kapp.k14s.io/original": `{"env":"s3cr3t"}`, "explain.berth.dev/request": "true", "team.example/rule-input": "gold"})
+	rs := obj("ReplicaSet", "shop", "web-7d9f", map[string]any{"spec": map[string]any{
+		"selector": map[string]any{"matchLabels": map[string]any{"app": "web"}},
+		"template": map[string]any{"metadata": map[string]any{"annotations": map[string]any{"a": "s3cr3t"}},
+			"spec": map[string]any{"hostAliases": []any{map[string]any{"ip": "10.9.9.9"}}}}}})
+	sc := obj("StorageClass", "", "fast", map[string]any{"provisioner": "disk.csi.example.com", "parameters": map[string]any{"csi.storage.k8s.io/provisioner-secret-name": "s3cr3t"}})
+	pvc := obj("PersistentVolumeClaim", "shop", "data", nil)
+	pvc.SetAnnotations(map[string]string{"pv.kubernetes.io/bind-completed": "yes", "argocd.argoproj.io/tracking-id": "corp.example"})
+	pv := obj("PersistentVolume", "", "pv-nfs", map[string]any{"spec": map[string]any{
+		"nfs":          map[string]any{"server": "nfs.corp.example", "path": "/exports/pv"},
+		"capacity":     map[string]any{"storage": "1Gi"},
+		"nodeAffinity": map[string]any{"required": map[string]any{"nodeSelectorTerms": []any{}}}}})
+	node := obj("Node", "", "worker-1", map[string]any{"status": map[string]any{
+		"addresses": []any{map[string]any{"type": "InternalIP", "address": "10.1.2.3"}},
+		"images":    []any{map[string]any{"names": []any{"registry.example/app:1"}, "sizeBytes": int64(1000)}}}})
+	var all bytes.Buffer
+	for _, o := range []*unstructured.Unstructured{p, rs, sc, pvc, pv, node} {
+		Sanitize(o, "team.example/rule-input")
+		raw, _ := o.MarshalJSON()
+		all.Write(raw)
+	}
+	for _, leak := range []string{"s3cr3t", "corp.example", "10.9.9.9", "10.1.2.3", "/exports/", "kapp.k14s.io", "argocd"} {
+		if bytes.Contains(all.Bytes(), []byte(leak)) {
+			t.Errorf("sanitized objects still hold %s:\n%s", leak, all.String())
+		}
+	}
+	for _, kept := range []string{`"explain.berth.dev/request":"true"`, `"team.example/rule-input":"gold"`, `"pv.kubernetes.io/bind-completed":"yes"`,
+		`"matchLabels":{"app":"web"}`, `"driver":"secrets-store.csi.k8s.io"`, `"nfs":{}`, `"provisioner":"disk.csi.example.com"`,
+		`"images":[{"names":["registry.example/app:1"]`, `"requests":{"cpu":"1"}`, `"image":"registry.example/app:1"`} {
+		if !bytes.Contains(all.Bytes(), []byte(kept)) {
+			t.Errorf("sanitized objects lack %s:\n%s", kept, all.String())
+		}
+	}
+	var explained bytes.Buffer
+	if err := ExplainFields(&explained); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kubernetes.io/config.mirror", "spec.template", "parameters", "nfs: server, path"} {
+		if !strings.Contains(explained.String(), want) {
+			t.Errorf("--explain-fields lacks %q:\n%s", want, explained.String())
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -359,5 +360,51 @@ var _ = Describe("kubectl berth snapshot's permissions", func() {
 		out, err = exec.CommandContext(ctx, kubectlBerthBin(), "snapshot", partial, "--kubeconfig", reader, "-n", "default").CombinedOutput()
 		Expect(err).To(HaveOccurred(), string(out))
 		Expect(string(out)).To(ContainSubstring(`--namespace "default": a snapshot holds every namespace`))
+	})
+})
+
+// A snapshot keeps only what scheduling reads: taken of a cluster whose
+// objects carry secrets and addresses where scheduling never looks, the
+// file holds none of them, and what scheduling reads is still there.
+var _ = Describe("kubectl berth snapshot, minimal by default", func() {
+	It("leaves out annotations, pod templates, addresses, volume servers and StorageClass parameters, and keeps what scheduling reads", func(ctx SpecContext) {
+		const secret, server = "s3cr3t-whatif", "nfs.whatif.example"
+		ns := newNamespace(ctx, "whatif-minimal")
+		p := sandbox.MakePod(sandbox.PodSpec{Namespace: ns, Name: "web-1", SchedulerName: "whatif-nobody-schedules-it", CPU: "1",
+			Annotations: map[string]string{"kapp.k14s.io/original": `{"env":"` + secret + `"}`, "team.example/tier": "gold", "explain.berth.dev/request": "true"}})
+		p.Spec.HostAliases = []v1.HostAlias{{IP: "10.9.9.9", Hostnames: []string{"db." + server}}}
+		p.Spec.Containers[0].Env = []v1.EnvVar{{Name: "TOKEN", Value: secret}}
+		p.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{NFS: &v1.NFSVolumeSource{Server: server, Path: "/exports/web"}}}}
+		_, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		template := sandbox.MakePod(sandbox.PodSpec{Namespace: ns, Name: "unused", CPU: "1", Labels: map[string]string{"app": "whatif-minimal"}})
+		template.Spec.Containers[0].Env = []v1.EnvVar{{Name: "TOKEN", Value: secret}}
+		_, err = env.Client.AppsV1().ReplicaSets(ns).Create(ctx, &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "whatif-minimal"}},
+				Template: v1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "whatif-minimal"}}, Spec: template.Spec}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = env.Client.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "whatif-minimal"},
+			Provisioner: "disk.csi.example.com", Parameters: map[string]string{"csi.storage.k8s.io/provisioner-secret-name": secret}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = env.Client.CoreV1().PersistentVolumes().Create(ctx, &v1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "whatif-minimal-nfs"},
+			Spec: v1.PersistentVolumeSpec{Capacity: v1.ResourceList{v1.ResourceStorage: resource.MustParse("1Gi")}, AccessModes: []v1.PersistentVolumeAccessMode{v1.ReadWriteMany},
+				PersistentVolumeSource: v1.PersistentVolumeSource{NFS: &v1.NFSVolumeSource{Server: server, Path: "/exports/pv"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(env.Client.StorageV1().StorageClasses().Delete(ctx, "whatif-minimal", metav1.DeleteOptions{})).To(Succeed())
+			Expect(env.Client.CoreV1().PersistentVolumes().Delete(ctx, "whatif-minimal-nfs", metav1.DeleteOptions{})).To(Succeed())
+		})
+
+		file := filepath.Join(env.Dir, "whatif-minimal.json")
+		out, err := exec.CommandContext(ctx, kubectlBerthBin(), "snapshot", file, "--kubeconfig", env.Kubeconfig, "--keep-annotation", "team.example/tier").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		raw, err := os.ReadFile(file)
+		Expect(err).NotTo(HaveOccurred())
+		for _, leak := range []string{secret, server, "10.9.9.9", "kapp.k14s.io", "/exports/"} {
+			Expect(string(raw)).NotTo(ContainSubstring(leak))
+		}
+		for _, kept := range []string{`"team.example/tier":"gold"`, `"explain.berth.dev/request":"true"`, `"matchLabels":{"app":"whatif-minimal"}`, `"provisioner":"disk.csi.example.com"`, `"name":"web-1"`} {
+			Expect(string(raw)).To(ContainSubstring(kept))
+		}
 	})
 })
