@@ -38,9 +38,14 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		// kubectl runs the plugin as `kubectl berth`: usage and help say so.
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl berth"},
 	}
-	flags.AddFlags(root.PersistentFlags())
-	registerGlobalFlagCompletions(root, flags)
-	root.AddCommand(newExplainCommand(flags, streams), newSnapshotCommand(flags, streams), newSimulateCommand(streams), newValidateCommand(streams), newVersionCommand(streams))
+	// kubectl's kubeconfig flags only where there is a cluster to reach:
+	// simulate and validate work offline.
+	explain, snapshot := newExplainCommand(flags, streams), newSnapshotCommand(flags, streams)
+	for _, cmd := range []*cobra.Command{explain, snapshot} {
+		flags.AddFlags(cmd.Flags())
+		registerGlobalFlagCompletions(cmd, flags)
+	}
+	root.AddCommand(explain, snapshot, newSimulateCommand(streams), newValidateCommand(streams), newVersionCommand(streams))
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	return root
@@ -51,7 +56,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 // from the kubeconfig. Not kubectl's own helpers (k8s.io/kubectl's
 // util/completion): they run `kubectl get` and link its printers, describers
 // and scheme, which made kubectl-berth 63 MB instead of 34.
-func registerGlobalFlagCompletions(root *cobra.Command, flags *genericclioptions.ConfigFlags) {
+func registerGlobalFlagCompletions(cmd *cobra.Command, flags *genericclioptions.ConfigFlags) {
 	fromConfig := func(names func(*api.Config) []string) cobra.CompletionFunc {
 		return func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			cfg, err := flags.ToRawKubeConfigLoader().RawConfig()
@@ -69,7 +74,7 @@ func registerGlobalFlagCompletions(root *cobra.Command, flags *genericclioptions
 		"cluster": fromConfig(func(c *api.Config) []string { return slices.Collect(maps.Keys(c.Clusters)) }),
 		"user":    fromConfig(func(c *api.Config) []string { return slices.Collect(maps.Keys(c.AuthInfos)) }),
 	} {
-		if err := root.RegisterFlagCompletionFunc(flag, fn); err != nil {
+		if err := cmd.RegisterFlagCompletionFunc(flag, fn); err != nil {
 			panic(err) // a flag AddFlags did not add: a programming error
 		}
 	}

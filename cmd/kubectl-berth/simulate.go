@@ -19,7 +19,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/component-base/version"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -28,7 +30,14 @@ import (
 	"github.com/berth-scheduler/berth/internal/snapshot"
 )
 
-// simulateReport is what -o json prints.
+// SimulationReport's apiVersion and kind, as -o json|yaml prints them.
+const (
+	simulateAPIVersion = "simulate.berth.dev/v1alpha1"
+	simulateKind       = "SimulationReport"
+)
+
+// simulateReport is what -o json|yaml prints (with apiVersion, kind and
+// metadata.name, as kubectl's printers want an object).
 type simulateReport struct {
 	Snapshot   string         `json:"snapshot"`
 	Mode       offline.Mode   `json:"mode"`
@@ -142,7 +151,8 @@ type simulatedOutcome struct {
 }
 
 func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
-	var snapPath, output, failOn, featureGates string
+	var snapPath, failOn, featureGates string
+	pf := newPrintFlags()
 	var configs, drain, addNodes, removeNodes []string
 	var mode string
 	var verbose, keepTerminating, allowPartial, callExtenders bool
@@ -187,8 +197,6 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				return errors.New("--snapshot: give the file kubectl berth snapshot wrote")
 			case len(configs) == 0 || len(configs) > 2:
 				return errors.New("--config: give one configuration, or two to compare")
-			case output != "table" && output != "json":
-				return fmt.Errorf("-o %q: table or json", output)
 			case failOn != "" && failOn != "newly-pending" && failOn != "pending":
 				return fmt.Errorf("--fail-on %q: newly-pending or pending", failOn)
 			case failOn == "newly-pending" && len(configs) != 2:
@@ -197,6 +205,14 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				return fmt.Errorf("--timeout %s: give a positive duration", timeout)
 			}
 			deadline := time.Now().Add(timeout)
+			var printer printers.ResourcePrinter
+			if !pf.table() {
+				p, err := pf.printer()
+				if err != nil {
+					return err
+				}
+				printer = p
+			}
 			if !verbose {
 				quietKlog()
 			}
@@ -274,10 +290,19 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 				}
 			}
 			r.fill(sims)
-			if output == "json" {
-				enc := json.NewEncoder(streams.Out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
+			// Warnings on standard error, whatever the output.
+			for _, w := range r.Warnings {
+				fmt.Fprintf(streams.ErrOut, "warning: %s\n", w)
+			}
+			for _, u := range r.Unmodelled {
+				fmt.Fprintf(streams.ErrOut, "warning: not modelled: %s\n", u)
+			}
+			if printer != nil {
+				obj, err := r.object()
+				if err != nil {
+					return err
+				}
+				if err := printer.PrintObj(obj, streams.Out); err != nil {
 					return err
 				}
 			} else if err := r.printTable(streams.Out); err != nil {
@@ -307,7 +332,7 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.Flags().StringArrayVar(&configs, "config", nil, "a KubeSchedulerConfiguration; give it twice to compare the current with a proposed one")
 	cmd.Flags().StringVar(&mode, "mode", string(offline.ModePending), "pending: place the pending pods; replace: place every pod again (DaemonSets' first, then by priority, then by age); drain: cordon --nodes and place their evicted pods again")
 	cmd.Flags().StringSliceVar(&drain, "nodes", nil, "the nodes --mode drain drains (comma-separated, or the flag repeated)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	pf.addFlags(cmd)
 	cmd.Flags().StringVar(&failOn, "fail-on", "", "exit 3 when newly-pending (pods placed under the first config pending under the second) or pending (any pod pending under the last config)")
 	cmd.Flags().StringVar(&featureGates, "feature-gates", "", "the scheduler's --feature-gates (A=true,B=false)")
 	cmd.Flags().BoolVar(&verbose, "verbose", false, "print the scheduler's own logs")
@@ -356,6 +381,24 @@ func newProgressLine(w io.Writer, config string) func(offline.Progress) {
 			shown = true
 		}
 	}
+}
+
+// object is r as an object kubectl's printers print: apiVersion, kind and
+// metadata.name ("simulation") before the report's own fields.
+func (r *simulateReport) object() (*unstructured.Unstructured, error) {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	content := map[string]any{}
+	if err := json.Unmarshal(raw, &content); err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: content}
+	u.SetAPIVersion(simulateAPIVersion)
+	u.SetKind(simulateKind)
+	u.SetName("simulation")
+	return u, nil
 }
 
 // versionSkew warns when the snapshot's cluster is of another minor than
@@ -638,12 +681,6 @@ const tableRows = 10
 // whose use changed most, what keeps pods pending), then one line per pod
 // (with two configs, per pod whose outcome changed).
 func (r *simulateReport) printTable(w io.Writer) error {
-	for _, warn := range r.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warn)
-	}
-	for _, u := range r.Unmodelled {
-		fmt.Fprintf(w, "not modelled: %s\n", u)
-	}
 	if len(r.Drained) > 0 {
 		fmt.Fprintf(w, "%d pods simulated (%s mode: %s cordoned, their pods evicted and placed again)\n", r.Totals.Pods, r.Mode, strings.Join(r.Drained, ", "))
 	} else {

@@ -27,7 +27,8 @@ import (
 // under manifests/examples/all-plugins.yaml (every Berth plugin), in both
 // modes and in replace mode as a second configuration's run (every pod
 // compared with another node), once each (-benchtime 1x), and reports the
-// process's peak RSS.
+// process's peak RSS. BERTH_SIM_NODES and BERTH_SIM_PODS set other sizes
+// (the README's 5,000 nodes and 50,000 pods).
 // Run: go test -run '^$' -bench Simulate -benchtime 1x ./internal/offline
 func BenchmarkSimulate(b *testing.B) {
 	klog.SetLogger(logr.Discard())
@@ -35,7 +36,7 @@ func BenchmarkSimulate(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const nodes, pods = 1000, 10000
+	nodes, pods := sizeFromEnv(b, "BERTH_SIM_NODES", 1000), sizeFromEnv(b, "BERTH_SIM_PODS", 10000)
 	snap := &snapshot.File{}
 	snap.APIVersion, snap.Kind = snapshot.APIVersion, snapshot.Kind
 	add := func(obj any) {
@@ -94,6 +95,20 @@ func BenchmarkSimulate(b *testing.B) {
 			b.ReportMetric(peakRSSMiB(), "peak-RSS-MiB")
 		})
 	}
+}
+
+// sizeFromEnv is the positive number the environment variable holds, or
+// otherwise.
+func sizeFromEnv(b *testing.B, name string, otherwise int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return otherwise
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
 }
 
 // peakRSSMiB is the process's peak resident set (VmHWM), in MiB.
