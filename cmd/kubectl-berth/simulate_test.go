@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
 	"github.com/berth-scheduler/berth/internal/offline"
 )
 
@@ -125,5 +127,47 @@ func TestSimulateDiffTellsAnUntouchedPodFromOneOfNoProfile(t *testing.T) {
 	}
 	if r.Totals.NewlyPreempted != 1 {
 		t.Errorf("newly preempted %d, want 1", r.Totals.NewlyPreempted)
+	}
+}
+
+// simulate follows kubectl's conventions: -o yaml through cli-runtime's
+// printers, an object with apiVersion and kind; no kubeconfig flags, as it
+// reaches no cluster.
+func TestSimulatePrintsAnObjectAndTakesNoKubeconfigFlags(t *testing.T) {
+	r := &simulateReport{Snapshot: "cluster.json.gz", Mode: offline.ModePending, Configs: []string{"current.yaml"}}
+	r.fill([]*offline.Simulation{{Outcomes: []offline.Outcome{{Namespace: "team", Name: "web", Node: "n1"}}}})
+	pf := newPrintFlags()
+	pf.output = "yaml"
+	printer, err := pf.printer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := r.object()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := printer.PrintObj(obj, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"apiVersion: simulate.berth.dev/v1alpha1", "kind: SimulationReport", "snapshot: cluster.json.gz", "node: n1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-o yaml lacks %q:\n%s", want, out.String())
+		}
+	}
+	root := newRootCommand(genericiooptions.NewTestIOStreamsDiscard())
+	for _, name := range []string{"simulate", "validate"} {
+		cmd, _, err := root.Find([]string{name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, flag := range []string{"kubeconfig", "context", "namespace"} {
+			if cmd.Flags().Lookup(flag) != nil || cmd.InheritedFlags().Lookup(flag) != nil {
+				t.Errorf("%s offers --%s, which it would not use", name, flag)
+			}
+		}
+	}
+	if cmd, _, _ := root.Find([]string{"explain"}); cmd.Flags().Lookup("namespace") == nil {
+		t.Error("explain lacks --namespace")
 	}
 }
