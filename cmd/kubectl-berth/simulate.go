@@ -39,14 +39,18 @@ const (
 // simulateReport is what -o json|yaml prints (with apiVersion, kind and
 // metadata.name, as kubectl's printers want an object).
 type simulateReport struct {
-	Snapshot   string         `json:"snapshot"`
-	Mode       offline.Mode   `json:"mode"`
-	Drained    []string       `json:"drained,omitempty"`
-	Configs    []string       `json:"configs"`
-	Totals     simulateTotals `json:"totals"`
-	Pods       []simulatedPod `json:"pods"`
-	Unmodelled []string       `json:"unmodelled,omitempty"`
-	Warnings   []string       `json:"warnings,omitempty"`
+	Snapshot string       `json:"snapshot"`
+	Mode     offline.Mode `json:"mode"`
+	Drained  []string     `json:"drained,omitempty"`
+	// AddedNodes and RemovedNodes are --add-nodes' copies and
+	// --remove-nodes' nodes.
+	AddedNodes   []string       `json:"addedNodes,omitempty"`
+	RemovedNodes []string       `json:"removedNodes,omitempty"`
+	Configs      []string       `json:"configs"`
+	Totals       simulateTotals `json:"totals"`
+	Pods         []simulatedPod `json:"pods"`
+	Unmodelled   []string       `json:"unmodelled,omitempty"`
+	Warnings     []string       `json:"warnings,omitempty"`
 	// TimedOut: --timeout passed before the scheduler was done (under
 	// some config); the pods not placed by then say so.
 	TimedOut bool `json:"timedOut,omitempty"`
@@ -245,7 +249,7 @@ func newSimulateCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			if err := plan.Check(snap); err != nil {
 				return err
 			}
-			r := &simulateReport{Snapshot: snapPath, Mode: plan.Mode, Drained: drain, Configs: configs}
+			r := &simulateReport{Snapshot: snapPath, Mode: plan.Mode, Drained: drain, RemovedNodes: removeNodes, Configs: configs}
 			if w := versionSkew(snap); w != "" {
 				r.Warnings = append(r.Warnings, w)
 			}
@@ -444,6 +448,7 @@ func (r *simulateReport) fill(sims []*offline.Simulation) {
 	r.Totals.Pending = make([]int, len(sims))
 	r.Totals.NoProfile = make([]int, len(sims))
 	for i, sim := range sims {
+		r.AddedNodes = appendNew(r.AddedNodes, sim.AddedNodes...)
 		r.TimedOut = r.TimedOut || sim.TimedOut
 		r.Totals.OtherSchedulers = append(r.Totals.OtherSchedulers, sim.OtherSchedulers)
 		r.Unmodelled = appendNew(r.Unmodelled, sim.Unmodelled...)
@@ -686,6 +691,9 @@ func (r *simulateReport) printTable(w io.Writer) error {
 	} else {
 		fmt.Fprintf(w, "%d pods simulated (%s mode)\n", r.Totals.Pods, r.Mode)
 	}
+	if len(r.AddedNodes)+len(r.RemovedNodes) > 0 {
+		fmt.Fprintf(w, "  nodes added: %s; removed: %s\n", listOrNone(r.AddedNodes), listOrNone(r.RemovedNodes))
+	}
 	for i, c := range r.Configs {
 		noProfile := ""
 		if n := r.Totals.NoProfile[i]; n > 0 {
@@ -758,6 +766,13 @@ func (r *simulateReport) printTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Namespace, p.Name, p.Change, node(p.Outcomes[0]), node(p.Outcomes[last]), p.Why)
 	}
 	return tw.Flush()
+}
+
+func listOrNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, ", ")
 }
 
 func joinInts(xs []int) string {

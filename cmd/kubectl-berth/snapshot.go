@@ -95,7 +95,7 @@ func newSnapshotCommand(flags *genericclioptions.ConfigFlags, streams genericioo
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&anonymize, "anonymize", false, "rename namespaces, nodes, pods and their controllers consistently; drop addresses, IPs and annotations that are not well-known")
+	cmd.Flags().BoolVar(&anonymize, "anonymize", false, "rename namespaces, nodes, pods and their controllers consistently; drop hostnames, IPs and condition messages too (annotations scheduling does not read are left out with or without it)")
 	cmd.Flags().BoolVar(&anonymizeLabels, "anonymize-labels", false, "with --anonymize: rename label keys (but Kubernetes' own) and values too")
 	cmd.Flags().StringSliceVar(&keepAnnotations, "keep-annotation", nil, "an annotation key to keep besides the ones scheduling reads (LoadAware's annotationKey when it is not berth.io/node-usage, one a CELPolicy rule reads)")
 	cmd.Flags().BoolVar(&explainFields, "explain-fields", false, "print what a snapshot keeps and leaves out, and exit")

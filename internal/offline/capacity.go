@@ -5,10 +5,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
@@ -48,14 +50,26 @@ func ParseNodeCopies(s string) (NodeCopies, error) {
 // copyName names the i-th copy of template (from 1).
 func copyName(template string, i int) string { return fmt.Sprintf("%s-sim-%d", template, i) }
 
-// nodeCopy is template as a new node named name would join: the same
-// shape (capacity, allocatable, labels, taints, conditions), no images
-// pulled, no volumes attached, no addresses, not cordoned, no annotations
-// (a usage sample of the template's is not the copy's), with labels set.
-func nodeCopy(template *v1.Node, name string, labels map[string]string) *v1.Node {
+// templateDaemon is a DaemonSet's pod on a template node; Again: the simulation
+// places it again (replace mode), and so its copies.
+type templateDaemon struct {
+	Pod   *v1.Pod
+	Again bool
+}
+
+// nodeCopy is template as a new node named name would join at joined
+// (zero: the template's creation time): the same shape (capacity,
+// allocatable, labels, taints, conditions), no images pulled, no volumes
+// attached, no addresses, not cordoned, no annotations (a usage sample of
+// the template's is not the copy's), with labels set.
+func nodeCopy(template *v1.Node, name string, labels map[string]string, joined time.Time) *v1.Node {
 	n := template.DeepCopy()
 	n.Name, n.UID, n.ResourceVersion = name, types.UID("simulated-node-"+name), "1"
+	if !joined.IsZero() {
+		n.CreationTimestamp = metav1.NewTime(joined)
+	}
 	n.Annotations = nil
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == v1.TaintNodeUnschedulable })
 	n.Labels = maps.Clone(n.Labels)
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
@@ -73,12 +87,13 @@ func nodeCopy(template *v1.Node, name string, labels map[string]string) *v1.Node
 // removed nodes and what belongs to them (their CSINodes, node-local
 // ResourceSlices, NodeMetrics) are dropped; each copy of a template gets
 // the template's node, CSINode and node-local ResourceSlices, and a copy
-// of each DaemonSet pod bound to the template (the DaemonSet controller
-// would run one on the new node). It returns the objects, and the names of
-// the nodes added.
-func reshape(kube, metrics []runtime.Object, plan Plan) ([]runtime.Object, []runtime.Object, []string) {
+// of each of its DaemonSet pods (daemons, by template: the DaemonSet
+// controller would run one on the new node), bound to the copy, or
+// unbound to be placed again like its original. It returns the objects,
+// the names of the nodes added, and the pod copies to place.
+func reshape(kube, metrics []runtime.Object, plan Plan, daemons map[string][]templateDaemon, joined time.Time) ([]runtime.Object, []runtime.Object, []string, []*v1.Pod) {
 	if len(plan.AddNodes) == 0 && len(plan.RemoveNodes) == 0 {
-		return kube, metrics, nil
+		return kube, metrics, nil, nil
 	}
 	removed := map[string]bool{}
 	for _, n := range plan.RemoveNodes {
@@ -88,14 +103,10 @@ func reshape(kube, metrics []runtime.Object, plan Plan) ([]runtime.Object, []run
 	csiNodes := map[string]*storagev1.CSINode{}
 	nodeSlices := map[string][]*resourcev1.ResourceSlice{}
 	taken := map[string]bool{}
-	daemons := map[string][]*v1.Pod{}
 	var kept []runtime.Object
+	var again []*v1.Pod
 	for _, obj := range kube {
 		switch o := obj.(type) {
-		case *v1.Pod:
-			if o.Spec.NodeName != "" && ownedByDaemonSet(o) && o.Status.Phase != v1.PodFailed && o.Status.Phase != v1.PodSucceeded {
-				daemons[o.Spec.NodeName] = append(daemons[o.Spec.NodeName], o)
-			}
 		case *v1.Node:
 			nodes[o.Name], taken[o.Name] = o, true
 			if removed[o.Name] {
@@ -131,7 +142,7 @@ func reshape(kube, metrics []runtime.Object, plan Plan) ([]runtime.Object, []run
 			taken[name] = true
 			made++
 			added = append(added, name)
-			kept = append(kept, nodeCopy(template, name, c.Labels))
+			kept = append(kept, nodeCopy(template, name, c.Labels, joined))
 			if cn, ok := csiNodes[c.Template]; ok {
 				cc := cn.DeepCopy()
 				cc.Name, cc.UID, cc.ResourceVersion, cc.OwnerReferences = name, types.UID("simulated-csinode-"+name), "1", nil
@@ -148,16 +159,21 @@ func reshape(kube, metrics []runtime.Object, plan Plan) ([]runtime.Object, []run
 				}
 				kept = append(kept, sc)
 			}
-			for _, p := range daemons[c.Template] {
-				pc := p.DeepCopy()
-				pc.Name, pc.UID, pc.ResourceVersion = p.Name+"-"+name, types.UID("simulated-pod-"+p.Name+"-"+name), "1"
+			for _, d := range daemons[c.Template] {
+				pc := d.Pod.DeepCopy()
+				pc.Name, pc.UID, pc.ResourceVersion = d.Pod.Name+"-"+name, types.UID("simulated-pod-"+d.Pod.Name+"-"+name), "1"
 				pc.Spec.NodeName = name
 				pinTo(pc, c.Template, name)
+				if d.Again {
+					unbind(pc)
+					again = append(again, pc)
+					continue
+				}
 				kept = append(kept, pc)
 			}
 		}
 	}
-	return kept, metrics, added
+	return kept, metrics, added, again
 }
 
 // pinTo moves p's node affinity on from (a DaemonSet pod's metadata.name

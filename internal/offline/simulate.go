@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	metricsscheme "k8s.io/metrics/pkg/client/clientset/versioned/scheme"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	berthconfig "github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/internal/pluginclock"
 	"github.com/berth-scheduler/berth/internal/snapshot"
 	crdscheme "github.com/berth-scheduler/berth/internal/spclient/clientset/versioned/scheme"
@@ -189,6 +191,8 @@ type Simulation struct {
 
 	// Profiles name the configuration's profiles (schedulerName).
 	Profiles []string
+	// AddedNodes name the copies Plan.AddNodes made.
+	AddedNodes []string
 
 	// schedulerOf names the profile of each pod placed.
 	schedulerOf map[podKey]string
@@ -277,6 +281,7 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	sim.Warnings = append(sim.Warnings, byConstruction(s.Profiles)...)
+	sim.Warnings = append(sim.Warnings, annotationsNotHeld(cfg, snap)...)
 	var recs []*recorder
 	for name, fw := range s.Scheduler.Profiles {
 		r := newRecorder(fw, plan.Compare)
@@ -471,6 +476,38 @@ func reportProgress(ctx context.Context, progress func(Progress), c *Clients, to
 	}
 }
 
+// quoted finds a CEL expression's string literals.
+var quoted = regexp.MustCompile(`'([^'\\]*)'|"([^"\\]*)"`)
+
+// annotationsNotHeld warns of the annotation keys CELPolicy rules name
+// (a string literal with a "/" in a rule that reads annotations) that the
+// snapshot left out: the rule decides without them.
+func annotationsNotHeld(cfg *schedconfig.KubeSchedulerConfiguration, snap *snapshot.File) []string {
+	var out []string
+	for _, p := range cfg.Profiles {
+		for _, pc := range p.PluginConfig {
+			args, ok := pc.Args.(*berthconfig.CELPolicyArgs)
+			if !ok {
+				continue
+			}
+			for _, r := range args.Rules {
+				for _, expr := range []string{r.Match, r.Filter, r.Score} {
+					if !strings.Contains(expr, "annotations") {
+						continue
+					}
+					for _, m := range quoted.FindAllStringSubmatch(expr, -1) {
+						key := m[1] + m[2]
+						if strings.Contains(key, "/") && !snapshot.KeptAnnotation(key, snap.KeptAnnotations) {
+							out = append(out, fmt.Sprintf("CELPolicy rule %s (profile %s) reads annotation %s, which the snapshot does not hold: take it with kubectl berth snapshot --keep-annotation %s", r.Name, p.SchedulerName, key, key))
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
 // waitSettled waits until the scheduler has nothing to do: its active and
 // backoff queues empty, no pod in flight, none waiting at Permit, for
 // settle in a row. Pods the scheduler found unschedulable stay where the
@@ -559,6 +596,10 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 		removed[n] = true
 	}
 	gonePods := 0
+	templates, daemons := map[string]bool{}, map[string][]templateDaemon{}
+	for _, c := range plan.AddNodes {
+		templates[c.Template] = true
+	}
 	var kube, crds, metrics []runtime.Object
 	var dyn []runtime.Object
 	var places, bound []podKey
@@ -602,24 +643,33 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 					gone[p.UID] = true
 					continue
 				}
+				ours := profiles[p.Spec.SchedulerName] && p.DeletionTimestamp == nil && !ended && !mirror
+				// A copied node gets its template's DaemonSet pods, as the
+				// DaemonSet controller would run them there.
+				if templates[p.Spec.NodeName] && ownedByDaemonSet(p) && !ended && p.DeletionTimestamp == nil {
+					daemons[p.Spec.NodeName] = append(daemons[p.Spec.NodeName], templateDaemon{p.DeepCopy(), mode == ModeReplace && ours})
+				}
+				// A removed node's DaemonSet and mirror pods go with it;
+				// another scheduler's pods leave it for where that
+				// scheduler puts them, not simulated.
+				if removed[p.Spec.NodeName] && !ended && (mirror || ownedByDaemonSet(p) || !ours) {
+					switch {
+					case mirror || ownedByDaemonSet(p):
+					case !profiles[p.Spec.SchedulerName]:
+						sim.Warnings = append(sim.Warnings, fmt.Sprintf("pod %s/%s on removed node %s is scheduled by %q, which the configuration has no profile for: left out, where it goes next is not simulated", p.Namespace, p.Name, p.Spec.NodeName, p.Spec.SchedulerName))
+					default:
+						sim.Warnings = append(sim.Warnings, fmt.Sprintf("pod %s/%s on removed node %s is being deleted: left out with its node", p.Namespace, p.Name, p.Spec.NodeName))
+					}
+					gone[p.UID] = true
+					gonePods++
+					continue
+				}
 				switch {
 				case ended || mirror:
 				case profiles[p.Spec.SchedulerName]:
 					sim.Ours++
 				default:
 					sim.OtherSchedulers[p.Spec.SchedulerName]++
-				}
-				ours := profiles[p.Spec.SchedulerName] && p.DeletionTimestamp == nil && !ended && !mirror
-				// A removed node's DaemonSet and mirror pods go with it;
-				// another scheduler's pods leave it for where that
-				// scheduler puts them, not simulated.
-				if removed[p.Spec.NodeName] && !ended && (mirror || ownedByDaemonSet(p) || !ours) {
-					if !ours && !mirror && !ownedByDaemonSet(p) {
-						sim.Warnings = append(sim.Warnings, fmt.Sprintf("pod %s/%s on removed node %s is scheduled by %q, which the configuration has no profile for: left out, where it goes next is not simulated", p.Namespace, p.Name, p.Spec.NodeName, p.Spec.SchedulerName))
-					}
-					gone[p.UID] = true
-					gonePods++
-					continue
 				}
 				// kubectl drain evicts a drained node's pods but its
 				// DaemonSets' (--ignore-daemonsets) and mirror pods; a
@@ -691,8 +741,15 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 	if len(removed) > 0 {
 		sim.Warnings = append(sim.Warnings, fmt.Sprintf("nodes removed: %s; their pods are placed again as their controllers' replacements would be, %d DaemonSet, mirror or other schedulers' pods left with them", strings.Join(plan.RemoveNodes, ", "), gonePods))
 	}
-	var added []string
-	kube, metrics, added = reshape(kube, metrics, plan)
+	kube, metrics, added, again := reshape(kube, metrics, plan, daemons, snap.Taken.Time)
+	for _, p := range again {
+		later = append(later, p)
+		places = append(places, podKey{p.Namespace, p.Name})
+		placing = append(placing, p)
+		sim.schedulerOf[podKey{p.Namespace, p.Name}] = p.Spec.SchedulerName
+		sim.Ours++
+	}
+	sim.AddedNodes = added
 	if len(added) > 0 {
 		sim.Warnings = append(sim.Warnings, fmt.Sprintf("nodes added: %s (copies of their templates' shape and DaemonSet pods: no usage sample, no images, no annotations)", strings.Join(added, ", ")))
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -710,5 +711,41 @@ func TestSimulateRemovesNodes(t *testing.T) {
 		Plan{Mode: ModePending, RemoveNodes: []string{"web-9"}, AddNodes: []NodeCopies{{Template: "web-8", Count: 1}}}); err == nil ||
 		!strings.Contains(err.Error(), "nodes to copy not in the snapshot: web-8") || !strings.Contains(err.Error(), "nodes to remove not in the snapshot: web-9") {
 		t.Errorf("unknown nodes: error %v, want both named", err)
+	}
+}
+
+// In replace mode a copy's DaemonSet pods are placed again like their
+// originals: pinned to the copy, they take its room first.
+func TestSimulateAddsCopiesWithTheirDaemonSetPodsInReplaceMode(t *testing.T) {
+	objs := []runtime.Object{teamNamespace(), simNode("big", "web", "8"), daemonPod("agent-big", "big")}
+	sim := simulateWith(t, batchPoolConfig, Plan{Mode: ModeReplace, AddNodes: []NodeCopies{{Template: "big", Count: 1}}}, objs...)
+	got := outcomes(sim)
+	if got["agent-big"].Node != "big" || got["agent-big-big-sim-1"].Node != "big-sim-1" {
+		t.Errorf("outcomes %+v, want the DaemonSet pod on big and its copy on big-sim-1", sim.Outcomes)
+	}
+	if !slices.Equal(sim.AddedNodes, []string{"big-sim-1"}) {
+		t.Errorf("added nodes %v, want big-sim-1", sim.AddedNodes)
+	}
+}
+
+// A CELPolicy rule that reads an annotation the snapshot left out is
+// warned of: the simulation decides without it.
+func TestSimulateWarnsOfAnnotationsARuleReadsThatTheSnapshotLacks(t *testing.T) {
+	config := strings.Replace(batchPoolConfig, `match: "pod.metadata.?labels.?tier.orValue('') == 'batch'"`,
+		`match: "pod.metadata.?annotations[?'team.example/tier'].orValue('') == 'batch'"`, 1)
+	cfg := loadConfig(t, config)
+	for _, kept := range [][]string{nil, {"team.example/tier"}} {
+		snap := &snapshot.File{}
+		snap.KeptAnnotations = kept
+		for _, o := range []runtime.Object{teamNamespace(), simNode("web-1", "web", "4")} {
+			snap.Items = append(snap.Items, item(t, o))
+		}
+		sim := simulateFile(t, cfg, snap, Plan{Mode: ModePending})
+		warned := slices.ContainsFunc(sim.Warnings, func(w string) bool {
+			return strings.Contains(w, "reads annotation team.example/tier, which the snapshot does not hold")
+		})
+		if warned != (kept == nil) {
+			t.Errorf("kept %v: warnings %q, want a warning only when the annotation was not kept", kept, sim.Warnings)
+		}
 	}
 }

@@ -15,19 +15,29 @@ import (
 // whole object (kapp's original, a GitOps tool's last state), credentials
 // or addresses. The value says who reads it.
 var keptAnnotations = map[string]string{
-	"berth.io/node-usage":                           "LoadAware's NodeAnnotations source (its default annotationKey; --keep-annotation keeps another)",
-	"explain.berth.dev/request":                     "Explain: the pods that ask",
-	"kubernetes.io/config.mirror":                   "simulate: a mirror pod stays where its kubelet runs it",
-	"pv.kubernetes.io/bind-completed":               "VolumeBinding: a claim fully bound",
-	"pv.kubernetes.io/bound-by-controller":          "VolumeBinding, the PV controller's binding",
-	"pv.kubernetes.io/provisioned-by":               "VolumeBinding, NodeVolumeLimits: a dynamically provisioned volume",
-	"pv.kubernetes.io/migrated-to":                  "NodeVolumeLimits, VolumeBinding: CSI migration",
-	"volume.kubernetes.io/selected-node":            "VolumeBinding: the node a claim is provisioned for",
-	"volume.kubernetes.io/storage-provisioner":      "VolumeBinding: the claim's provisioner",
-	"volume.beta.kubernetes.io/storage-provisioner": "VolumeBinding: the claim's provisioner (older key)",
-	"volume.beta.kubernetes.io/storage-class":       "VolumeBinding: a claim's class (older key)",
-	"storage.alpha.kubernetes.io/migrated-plugins":  "NodeVolumeLimits: a CSINode's migrated in-tree plugins",
-	"resource.kubernetes.io/pod-claim-name":         "DynamicResources: the pod claim a ResourceClaim was made for",
+	"berth.io/node-usage":                            "LoadAware's NodeAnnotations source (its default annotationKey; --keep-annotation keeps another)",
+	"explain.berth.dev/request":                      "Explain: the pods that ask",
+	"kubernetes.io/config.mirror":                    "simulate: a mirror pod stays where its kubelet runs it",
+	"pv.kubernetes.io/bind-completed":                "VolumeBinding: a claim fully bound",
+	"pv.kubernetes.io/bound-by-controller":           "VolumeBinding, the PV controller's binding",
+	"pv.kubernetes.io/provisioned-by":                "VolumeBinding, NodeVolumeLimits: a dynamically provisioned volume",
+	"pv.kubernetes.io/migrated-to":                   "NodeVolumeLimits, VolumeBinding: CSI migration",
+	"volume.kubernetes.io/selected-node":             "VolumeBinding: the node a claim is provisioned for",
+	"volume.kubernetes.io/storage-provisioner":       "VolumeBinding: the claim's provisioner",
+	"volume.beta.kubernetes.io/storage-provisioner":  "VolumeBinding: the claim's provisioner (older key)",
+	"volume.beta.kubernetes.io/storage-class":        "VolumeBinding: a claim's class (older key)",
+	"storage.alpha.kubernetes.io/migrated-plugins":   "NodeVolumeLimits: a CSINode's migrated in-tree plugins",
+	"resource.kubernetes.io/pod-claim-name":          "DynamicResources: the pod claim a ResourceClaim was made for",
+	"resource.kubernetes.io/extended-resource-claim": "DynamicResources: a pod's claim for extended resources backed by devices",
+	"berth.io/allow-draining":                        "CELPolicy: the rule of manifests/control-plane's configuration (pods that may go to draining nodes)",
+	"berth.io/draining":                              "CELPolicy: the rule of manifests/control-plane's configuration (nodes being drained)",
+}
+
+// KeptAnnotation says whether a snapshot keeps annotation key when taken
+// with --keep-annotation keep.
+func KeptAnnotation(key string, keep []string) bool {
+	_, ok := keptAnnotations[key]
+	return ok || slices.Contains(keep, key)
 }
 
 // droppedField is a field a snapshot leaves out of every object of Kinds.
@@ -87,7 +97,6 @@ var droppedVolumeFields = map[string][]string{
 	"cephfs":     {"secretRef", "secretFile", "path"},
 	"rbd":        {"keyring", "secretRef"},
 	"iscsi":      {"secretRef", "chapAuthDiscovery", "chapAuthSession", "initiatorName"},
-	"azureFile":  {"secretName", "secretNamespace"},
 	"glusterfs":  {"endpoints", "endpointsNamespace", "path"},
 	"gitRepo":    {"repository", "revision"},
 }

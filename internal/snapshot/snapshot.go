@@ -117,6 +117,9 @@ type Header struct {
 	Client string `json:"client,omitempty"`
 	// Anonymized says what was renamed: "", "names", "names,labels".
 	Anonymized string `json:"anonymized,omitempty"`
+	// KeptAnnotations are the annotations kept besides the ones
+	// scheduling reads (--keep-annotation).
+	KeptAnnotations []string `json:"keptAnnotations,omitempty"`
 	// Counts are the objects held, by resource ("pods", "nodes.metrics.k8s.io").
 	Counts map[string]int `json:"counts"`
 	// Omitted are the resources not held: not served by this cluster, or
@@ -158,6 +161,7 @@ func Take(ctx context.Context, disc discovery.DiscoveryInterface, dyn dynamic.In
 	if o.Anonymizer != nil {
 		h.Anonymized = o.Anonymizer.What()
 	}
+	h.KeptAnnotations = o.KeepAnnotations
 	info, err := disc.ServerVersion()
 	if err != nil {
 		return nil, fmt.Errorf("reading the API server's version: %w", err)
