@@ -123,7 +123,7 @@ func NewClientsWith(kube, crds, metrics, dyn []runtime.Object) *Clients {
 		// of the whole scheme on every write (14 % of a replace run's CPU
 		// at 1,000 nodes, and much of its garbage), for server-side apply,
 		// which neither the scheduler nor Berth's plugins use.
-		Kube:    kubefake.NewSimpleClientset(kube...), //nolint:staticcheck // SA1019: deliberate, see above
+		Kube:    kubefake.NewSimpleClientset(kube...),
 		CRD:     crdfake.NewSimpleClientset(crds...),
 		Metrics: metricsfake.NewSimpleClientset(),
 		now:     time.Now,
