@@ -31,7 +31,10 @@ import (
 type whatIfReport struct {
 	Pods []struct {
 		Namespace, Name, Change, Why string
-		Outcomes                     []struct{ Node, Reason string }
+		Outcomes                     []struct {
+			Node, Reason string
+			Preempted    bool
+		}
 	}
 	Totals struct {
 		Pending, NoProfile []int
@@ -239,6 +242,46 @@ var _ = Describe("kubectl berth simulate on real clusters' inputs", func() {
 		node, reason, _ := outcomeOf(report, ns, "trainer")
 		Expect(node).To(Equal("dra-gpu"), "placed again on the node with the device (%s)", reason)
 		Expect(code).To(BeZero(), stderr)
+	})
+
+	It("places a young critical pod before the old pod it kept pending, as the cluster did, instead of preempting it", func(ctx SpecContext) {
+		ns := newNamespace(ctx, "whatif-order")
+		iso := isolated("berth.dev/whatif-order")
+		createNodes(ctx, sandbox.NodeSpec{Name: "order-1", CPU: "2", Memory: "8Gi", Labels: iso.Labels(nil), Taints: iso.Taints})
+		create := func(p sandbox.PodSpec) {
+			GinkgoHelper()
+			pod := sandbox.MakePod(p)
+			pod.Spec.TerminationGracePeriodSeconds = ptr.To(int64(0)) // no kubelet: a victim leaves at once
+			_, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		// The node is full; app (old, low priority) waits; critical
+		// (young, high priority) preempts the filler and leaves app
+		// pending.
+		create(sandbox.PodSpec{Namespace: ns, Name: "filler", SchedulerName: "berth-packing", CPU: "2", NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "filler")).Should(Equal("order-1"))
+		create(sandbox.PodSpec{Namespace: ns, Name: "app", SchedulerName: "berth-packing", CPU: "1500m", NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
+		Eventually(sandbox.EventsFor(ctx, env.Client, ns, "app", "FailedScheduling")).ShouldNot(BeEmpty())
+		create(sandbox.PodSpec{Namespace: ns, Name: "critical", SchedulerName: "berth-packing", CPU: "1500m", PriorityClassName: "system-cluster-critical",
+			NodeSelector: iso.Selector, Tolerations: iso.Tolerations})
+		Eventually(sandbox.NodeNameOf(ctx, env.Client, ns, "critical")).Should(Equal("order-1"), "critical preempts the filler")
+		Consistently(sandbox.NodeNameOf(ctx, env.Client, ns, "app"), "2s").Should(BeEmpty(), "app stays pending")
+
+		file := takeSnapshot(ctx, "whatif-order")
+		report, code, stderr := simulateFile(ctx, file, "--config", suiteProfiles("berth-packing"), "--mode", "replace")
+		Expect(code).To(BeZero(), stderr)
+		node, reason, _ := outcomeOf(report, ns, "critical")
+		Expect(node).To(Equal("order-1"), reason)
+		var app struct{ Node, Reason string }
+		var preempted bool
+		for _, p := range report.Pods {
+			if p.Namespace == ns && p.Name == "app" {
+				app.Node, app.Reason = p.Outcomes[0].Node, p.Outcomes[0].Reason
+				preempted = p.Outcomes[0].Preempted
+			}
+		}
+		Expect(app.Node).To(BeEmpty(), "app pending, as in the cluster")
+		Expect(preempted).To(BeFalse(), "not placed first and then preempted by the younger critical pod")
 	})
 
 	It("lets pods being deleted go, their room free, unless --keep-terminating", func(ctx SpecContext) {
