@@ -464,16 +464,9 @@ func byConstruction(profiles []Profile) []string {
 // reportProgress calls progress every second until ctx is done with the
 // pods bound so far.
 func reportProgress(ctx context.Context, progress func(Progress), c *Clients, total int) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			progress(Progress{Placed: int(c.bindings.Load()), Total: total})
-		}
-	}
+	wait.UntilWithContext(ctx, func(context.Context) {
+		progress(Progress{Placed: int(c.bindings.Load()), Total: total})
+	}, time.Second)
 }
 
 // quoted finds a CEL expression's string literals.

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -178,12 +179,7 @@ func ExplainFields(w io.Writer) error {
 	}
 	fmt.Fprintln(tw, "\nAnnotations kept (every other is left out; --keep-annotation KEY keeps one more, e.g. what a CELPolicy rule reads):")
 	fmt.Fprintln(tw, "ANNOTATION\tREAD BY")
-	keys := make([]string, 0, len(keptAnnotations))
-	for k := range keptAnnotations {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(keptAnnotations)) {
 		fmt.Fprintf(tw, "%s\t%s\n", k, keptAnnotations[k])
 	}
 	fmt.Fprintln(tw, "\nFields left out:")
@@ -198,12 +194,7 @@ func ExplainFields(w io.Writer) error {
 	fmt.Fprintln(w, "containerID and imageID (a container's last words); kubectl's last-applied annotation; managed fields (but of a")
 	fmt.Fprintln(w, "pod, the kubelet's status writes and who set spec.nodeName, which AdmissionFeedback reads); of volume")
 	fmt.Fprintln(w, "sources in pods and PersistentVolumes:")
-	sources := make([]string, 0, len(droppedVolumeFields))
-	for s := range droppedVolumeFields {
-		sources = append(sources, s)
-	}
-	slices.Sort(sources)
-	for _, s := range sources {
+	for _, s := range slices.Sorted(maps.Keys(droppedVolumeFields)) {
 		fmt.Fprintf(w, "  %s: %s\n", s, strings.Join(droppedVolumeFields[s], ", "))
 	}
 	fmt.Fprintln(w, "\nKept though they may look private: a node's status.images and containers' images (ImageLocality scores by")
