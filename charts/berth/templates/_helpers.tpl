@@ -21,7 +21,7 @@ never on the pod template (a chart upgrade alone must not roll the pods). */}}
 {{ include "berth.selectorLabels" . }}
 helm.sh/chart: {{ include "berth.chart" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/version: {{ include "berth.appVersion" . | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: berth
 {{- end -}}
@@ -43,11 +43,18 @@ app.kubernetes.io/part-of: berth
 {{- $ns -}}
 {{- end -}}
 
+{{/* The appVersion as a label value and an image tag: a version built
+from an untagged commit carries build metadata ("v0.1.0-dev+abc1234"),
+and "+" is allowed in neither; joined with "-", as make image tags it. */}}
+{{- define "berth.appVersion" -}}
+{{- .Chart.AppVersion | replace "+" "-" -}}
+{{- end -}}
+
 {{- define "berth.image" -}}
 {{- if .Values.image.digest -}}
 {{ .Values.image.repository }}@{{ .Values.image.digest }}
 {{- else -}}
-{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{ .Values.image.repository }}:{{ default (include "berth.appVersion" .) .Values.image.tag }}
 {{- end -}}
 {{- end -}}
 

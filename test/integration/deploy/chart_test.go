@@ -302,3 +302,37 @@ func canUser(ctx SpecContext, user, ns string, attrs authorizationv1.ResourceAtt
 	Expect(err).NotTo(HaveOccurred())
 	return sar.Status.Allowed
 }
+
+// The chart as users install it: packaged as make release packages it
+// (helm package --version --app-version, hack/release.sh), then helm
+// install of the .tgz into the suite's API server, from an untagged commit
+// (a version with build metadata, "+<sha>") and from a tag.
+var _ = Describe("The packaged chart", func() {
+	for _, tc := range []struct{ what, appVersion, wantTag string }{
+		{"an untagged commit", "v0.1.0-dev+abc1234", "v0.1.0-dev-abc1234"},
+		{"a tag", "v0.1.0", "v0.1.0"},
+	} {
+		It("installs with helm install from "+tc.what+", the image tag as make image tags it", func(ctx SpecContext) {
+			dir := GinkgoT().TempDir()
+			out, err := helm("package", filepath.Join(root, "charts", "berth"), "--version", strings.TrimPrefix(tc.appVersion, "v"), "--app-version", tc.appVersion, "-d", dir)
+			Expect(err).NotTo(HaveOccurred(), out)
+			tgz, err := filepath.Glob(filepath.Join(dir, "berth-*.tgz"))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(tgz).To(HaveLen(1))
+			release := "pkg-" + strings.ReplaceAll(strings.TrimPrefix(tc.wantTag, "v"), ".", "-")
+			ns := release + "-ns"
+			out, err = helm("install", release, tgz[0], "--namespace", ns, "--create-namespace", "--kubeconfig", env.Kubeconfig,
+				"--set", "leaderElection.resourceName="+release, "--set", "schedulerName="+release)
+			Expect(err).NotTo(HaveOccurred(), out)
+			DeferCleanup(func(ctx SpecContext) {
+				out, err := helm("uninstall", release, "--namespace", ns, "--kubeconfig", env.Kubeconfig, "--wait")
+				Expect(err).NotTo(HaveOccurred(), out)
+				Expect(env.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})).To(Succeed())
+			})
+			d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, release, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(d.Labels).To(HaveKeyWithValue("app.kubernetes.io/version", tc.wantTag))
+			Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("ghcr.io/berth-scheduler/berth:" + tc.wantTag))
+		})
+	}
+})
