@@ -74,12 +74,11 @@ and "+" is allowed in neither; joined with "-", as make image tags it. */}}
 {{- end -}}
 {{- $profiles = append $profiles $p -}}
 {{- end -}}
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-leaderElection:
-  leaderElect: true
-  resourceNamespace: {{ include "berth.leaseNamespace" . }}
-  resourceName: {{ include "berth.leaseName" . }}
-profiles:
-{{ toYaml $profiles }}
+{{- $cfg := dict
+  "apiVersion" "kubescheduler.config.k8s.io/v1"
+  "kind" "KubeSchedulerConfiguration"
+  "leaderElection" (dict "leaderElect" true "resourceNamespace" (include "berth.leaseNamespace" .) "resourceName" (include "berth.leaseName" .))
+  "clientConnection" (dict "qps" .Values.clientConnection.qps "burst" .Values.clientConnection.burst)
+  "profiles" $profiles -}}
+{{- toYaml (mergeOverwrite $cfg (deepCopy .Values.extraConfig)) -}}
 {{- end -}}

@@ -336,3 +336,28 @@ var _ = Describe("The packaged chart", func() {
 		})
 	}
 })
+
+// The API client's rate, and any other field of the configuration, are
+// set through the chart (kube-scheduler ignores --kube-api-qps with
+// --config, which the chart always passes); the configuration they make is
+// one the scheduler's start-up accepts (kubectl berth validate).
+var _ = Describe("The chart's clientConnection and extraConfig", func() {
+	It("set the scheduler's API client rate and other configuration fields, in a configuration the scheduler accepts", func(ctx SpecContext) {
+		objs := renderChart("berth", "berth-system", "", "--set", "clientConnection.qps=200", "--set", "clientConnection.burst=400",
+			"--set", "extraConfig.percentageOfNodesToScore=30")
+		path := filepath.Join(GinkgoT().TempDir(), "config.yaml")
+		raw := configOf(objs, path)
+		var cfg map[string]any
+		Expect(yaml.Unmarshal([]byte(raw), &cfg)).To(Succeed())
+		Expect(cfg["clientConnection"]).To(Equal(map[string]any{"qps": float64(200), "burst": float64(400)}))
+		Expect(cfg).To(HaveKeyWithValue("percentageOfNodesToScore", float64(30)))
+		Expect(cfg).To(HaveKey("leaderElection"), "the chart's own fields stay")
+		bin := os.Getenv("BERTH_KUBECTL_BIN")
+		Expect(bin).NotTo(BeEmpty(), "BERTH_KUBECTL_BIN is not set: run `make test-integration`")
+		out, err := exec.CommandContext(ctx, bin, "validate", path).CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+
+		_, err = helm("template", "berth", filepath.Join(root, "charts", "berth"), "--set", "clientConnection.qps=0")
+		Expect(err).To(MatchError(ContainSubstring("qps")), "a rate of 0 is refused by the chart's schema")
+	})
+})
