@@ -6,47 +6,39 @@ package onceper
 import (
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/utils/clock"
 )
 
-// Limiter remembers when each key last happened; keys older than the
-// interval are dropped (at most once an interval), so it stays bounded.
+// Limiter remembers, for an interval, each key that happened, in
+// apimachinery's expiring cache (which drops expired keys as it is
+// written, so it stays bounded).
 type Limiter struct {
 	interval time.Duration
-	now      func() time.Time
-
-	mu        sync.Mutex
-	last      map[string]time.Time
-	lastSweep time.Time
+	// mu makes Allow's look-then-record one step.
+	mu   sync.Mutex
+	seen *cache.Expiring
 }
 
 // New returns a Limiter of interval on the wall clock.
-func New(interval time.Duration) *Limiter {
-	return &Limiter{interval: interval, now: time.Now, last: map[string]time.Time{}}
+func New(interval time.Duration) *Limiter { return newWithClock(interval, clock.RealClock{}) }
+
+func newWithClock(interval time.Duration, c clock.Clock) *Limiter {
+	return &Limiter{interval: interval, seen: cache.NewExpiringWithClock(c)}
 }
 
 // Allow reports whether key may happen now, and if so records that it did.
 func (l *Limiter) Allow(key string) bool {
-	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if t, ok := l.last[key]; ok && now.Sub(t) < l.interval {
+	if _, ok := l.seen.Get(key); ok {
 		return false
 	}
-	l.last[key] = now
-	if now.Sub(l.lastSweep) >= l.interval {
-		l.lastSweep = now
-		for k, t := range l.last {
-			if now.Sub(t) >= l.interval {
-				delete(l.last, k)
-			}
-		}
-	}
+	l.seen.Set(key, struct{}{}, l.interval)
 	return true
 }
 
-// Len is how many keys are remembered.
-func (l *Limiter) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.last)
-}
+// Len is how many keys are remembered (expired ones until the next Allow
+// that records).
+func (l *Limiter) Len() int { return l.seen.Len() }
