@@ -6,11 +6,12 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"math/big"
-	"os"
 	"path/filepath"
 	"time"
+
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // frontProxyClientName is the front-proxy client certificate's common name,
@@ -30,28 +31,35 @@ const frontProxyClientName = "front-proxy-client"
 // privilege (with routing on, the aggregator refuses an ExternalName
 // Service, and an EndpointSlice refuses a loopback address).
 func aggregationArgs(dir string) ([][2]string, error) {
-	ca, caKey, err := newCert(nil, nil, "berth-sandbox-front-proxy-ca", true)
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	client, clientKey, err := newCert(ca, caKey, frontProxyClientName, false)
+	ca, err := cert.NewSelfSignedCACert(cert.Config{CommonName: "berth-sandbox-front-proxy-ca"}, caKey)
+	if err != nil {
+		return nil, err
+	}
+	client, clientKey, err := newClientCert(ca, caKey, frontProxyClientName)
 	if err != nil {
 		return nil, err
 	}
 	caFile := filepath.Join(dir, "front-proxy-ca.crt")
 	certFile := filepath.Join(dir, "front-proxy-client.crt")
 	keyFile := filepath.Join(dir, "front-proxy-client.key")
-	if err := writePEM(caFile, "CERTIFICATE", ca.Raw); err != nil {
-		return nil, err
+	for path, c := range map[string]*x509.Certificate{caFile: ca, certFile: client} {
+		data, err := cert.EncodeCertificates(c)
+		if err != nil {
+			return nil, err
+		}
+		if err := cert.WriteCert(path, data); err != nil {
+			return nil, err
+		}
 	}
-	if err := writePEM(certFile, "CERTIFICATE", client.Raw); err != nil {
-		return nil, err
-	}
-	der, err := x509.MarshalECPrivateKey(clientKey)
+	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(clientKey)
 	if err != nil {
 		return nil, err
 	}
-	if err := writePEM(keyFile, "EC PRIVATE KEY", der); err != nil {
+	if err := keyutil.WriteKey(keyFile, keyPEM); err != nil {
 		return nil, err
 	}
 	return [][2]string{
@@ -65,9 +73,10 @@ func aggregationArgs(dir string) ([][2]string, error) {
 	}, nil
 }
 
-// newCert makes a self-signed CA (parent nil) or a client certificate signed
-// by parent, valid for a day.
-func newCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, isCA bool) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// newClientCert makes a client certificate for cn signed by ca, valid for a
+// day (client-go's cert package makes CAs and self-signed serving
+// certificates, not a CA's client certificates).
+func newClientCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -83,24 +92,12 @@ func newCert(parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, i
 		NotBefore:    now.Add(-time.Minute),
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	if isCA {
-		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
-		tmpl.KeyUsage |= x509.KeyUsageCertSign
-	} else {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	}
-	if parent == nil {
-		parent, parentKey = tmpl, key
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		return nil, nil, err
 	}
-	cert, err := x509.ParseCertificate(der)
-	return cert, key, err
-}
-
-func writePEM(path, kind string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600)
+	c, err := x509.ParseCertificate(der)
+	return c, key, err
 }
