@@ -232,14 +232,7 @@ func (a *Anonymizer) Apply(u *unstructured.Unstructured) {
 	for _, path := range leakyFields {
 		unstructured.RemoveNestedField(u.Object, path...)
 	}
-	if conds, found, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); found {
-		for _, c := range conds {
-			if m, ok := c.(map[string]any); ok {
-				delete(m, "message")
-			}
-		}
-		_ = unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
-	}
+	editEach(u, deleting("message"), "status", "conditions")
 
 	// The object's own name (its namespace, a "namespace" field, is walk's).
 	switch u.GetKind() {

@@ -125,34 +125,37 @@ func minimize(u *unstructured.Unstructured, keep map[string]bool) {
 		}
 	}
 	for _, kind := range []string{"containers", "initContainers", "ephemeralContainers"} {
-		cs, found, _ := unstructured.NestedSlice(u.Object, "spec", kind)
-		if !found {
-			continue
-		}
-		for _, c := range cs {
-			if m, ok := c.(map[string]any); ok {
-				for _, f := range droppedContainerFields {
-					delete(m, f)
-				}
-			}
-		}
-		_ = unstructured.SetNestedSlice(u.Object, cs, "spec", kind)
+		editEach(u, deleting(droppedContainerFields...), "spec", kind)
 	}
 	switch kind {
 	case "Pod":
-		vols, found, _ := unstructured.NestedSlice(u.Object, "spec", "volumes")
-		if !found {
-			return
-		}
-		for _, v := range vols {
-			if m, ok := v.(map[string]any); ok {
-				minimizeVolumeSource(m)
-			}
-		}
-		_ = unstructured.SetNestedSlice(u.Object, vols, "spec", "volumes")
+		editEach(u, minimizeVolumeSource, "spec", "volumes")
 	case "PersistentVolume":
 		if spec, ok := u.Object["spec"].(map[string]any); ok {
 			minimizeVolumeSource(spec)
+		}
+	}
+}
+
+// editEach applies edit to each object of the list at path in u.
+func editEach(u *unstructured.Unstructured, edit func(map[string]any), path ...string) {
+	list, found, _ := unstructured.NestedSlice(u.Object, path...)
+	if !found {
+		return
+	}
+	for _, item := range list {
+		if m, ok := item.(map[string]any); ok {
+			edit(m)
+		}
+	}
+	_ = unstructured.SetNestedSlice(u.Object, list, path...)
+}
+
+// deleting is an edit that deletes fields.
+func deleting(fields ...string) func(map[string]any) {
+	return func(m map[string]any) {
+		for _, f := range fields {
+			delete(m, f)
 		}
 	}
 }

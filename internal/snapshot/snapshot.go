@@ -341,18 +341,7 @@ func Sanitize(u *unstructured.Unstructured, keepAnnotations ...string) {
 	}
 	minimize(u, keep)
 	for _, kind := range []string{"containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"} {
-		cs, found, _ := unstructured.NestedSlice(u.Object, "status", kind)
-		if !found {
-			continue
-		}
-		for _, c := range cs {
-			if m, ok := c.(map[string]any); ok {
-				for _, f := range []string{"state", "lastState", "containerID", "imageID"} {
-					delete(m, f)
-				}
-			}
-		}
-		_ = unstructured.SetNestedSlice(u.Object, cs, "status", kind)
+		editEach(u, deleting("state", "lastState", "containerID", "imageID"), "status", kind)
 	}
 }
 
