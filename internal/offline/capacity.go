@@ -83,7 +83,8 @@ func nodeCopy(template *v1.Node, name string, labels map[string]string, joined t
 	return n
 }
 
-// reshape applies the plan's capacity changes to the loaded objects: the
+// reshape applies the plan's capacity changes to the loaded objects (the
+// copies Plan.AddNodes asks for, the nodes Plan.RemoveNodes names): the
 // removed nodes and what belongs to them (their CSINodes, node-local
 // ResourceSlices, NodeMetrics) are dropped; each copy of a template gets
 // the template's node, CSINode and node-local ResourceSlices, and a copy
@@ -91,13 +92,9 @@ func nodeCopy(template *v1.Node, name string, labels map[string]string, joined t
 // controller would run one on the new node), bound to the copy, or
 // unbound to be placed again like its original. It returns the objects,
 // the names of the nodes added, and the pod copies to place.
-func reshape(kube, metrics []runtime.Object, plan Plan, daemons map[string][]templateDaemon, joined time.Time) ([]runtime.Object, []runtime.Object, []string, []*v1.Pod) {
-	if len(plan.AddNodes) == 0 && len(plan.RemoveNodes) == 0 {
+func reshape(kube, metrics []runtime.Object, copies []NodeCopies, removed map[string]bool, daemons map[string][]templateDaemon, joined time.Time) ([]runtime.Object, []runtime.Object, []string, []*v1.Pod) {
+	if len(copies) == 0 && len(removed) == 0 {
 		return kube, metrics, nil, nil
-	}
-	removed := map[string]bool{}
-	for _, n := range plan.RemoveNodes {
-		removed[n] = true
 	}
 	nodes := map[string]*v1.Node{}
 	csiNodes := map[string]*storagev1.CSINode{}
@@ -132,7 +129,7 @@ func reshape(kube, metrics []runtime.Object, plan Plan, daemons map[string][]tem
 		return ok && removed[m.Name]
 	})
 	var added []string
-	for _, c := range plan.AddNodes {
+	for _, c := range copies {
 		template := nodes[c.Template]
 		for i, made := 1, 0; made < c.Count; i++ {
 			name := copyName(c.Template, i)

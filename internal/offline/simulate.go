@@ -321,7 +321,8 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		defer func() { stopProgress(); <-done }()
 	}
 
-	created := map[podKey]bool{}
+	// created counts the pods of later created, in order.
+	created := 0
 	err = waitSettled(runCtx, s)
 	for _, p := range later {
 		if err != nil {
@@ -331,7 +332,7 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 			err = fmt.Errorf("creating pod %s/%s: %w", p.Namespace, p.Name, err)
 			break
 		}
-		created[podKey{p.Namespace, p.Name}] = true
+		created++
 		err = waitAttempted(runCtx, s, c, p)
 	}
 	if err == nil && len(later) > 0 {
@@ -354,8 +355,8 @@ func Simulate(ctx context.Context, cfg *schedconfig.KubeSchedulerConfiguration, 
 		r.freeze()
 	}
 	unplaced := map[podKey]bool{}
-	for _, p := range later {
-		unplaced[podKey{p.Namespace, p.Name}] = !created[podKey{p.Namespace, p.Name}]
+	for _, p := range later[created:] {
+		unplaced[podKey{p.Namespace, p.Name}] = true
 	}
 
 	for _, key := range places {
@@ -606,12 +607,21 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 	profiles := map[string]bool{}
 	for _, p := range cfg.Profiles {
 		profiles[p.SchedulerName] = true
-	}
-	sim.OtherSchedulers = map[string]int{}
-	for _, p := range cfg.Profiles {
 		sim.Profiles = append(sim.Profiles, p.SchedulerName)
 	}
+	sim.OtherSchedulers = map[string]int{}
 	sim.schedulerOf = map[podKey]string{}
+	// place records a pod the simulation places; placeAgain one it
+	// creates again, unbound, one at a time.
+	place := func(p *v1.Pod) {
+		places = append(places, podKey{p.Namespace, p.Name})
+		sim.schedulerOf[podKey{p.Namespace, p.Name}] = p.Spec.SchedulerName
+		placing = append(placing, p)
+	}
+	placeAgain := func(p *v1.Pod) {
+		place(p)
+		later = append(later, p)
+	}
 	for _, u := range snap.Items {
 		gvk := u.GroupVersionKind()
 		switch {
@@ -684,16 +694,11 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 				switch {
 				case placedAgain:
 					gone[p.UID] = true
-					placing = append(placing, p)
 					unbind(p)
-					later = append(later, p)
-					places = append(places, podKey{p.Namespace, p.Name})
-					sim.schedulerOf[podKey{p.Namespace, p.Name}] = p.Spec.SchedulerName
+					placeAgain(p)
 					continue
 				case mode == ModePending && ours && p.Spec.NodeName == "":
-					places = append(places, podKey{p.Namespace, p.Name})
-					sim.schedulerOf[podKey{p.Namespace, p.Name}] = p.Spec.SchedulerName
-					placing = append(placing, p)
+					place(p)
 				case mode == ModeDrain && ours && p.Spec.NodeName == "":
 					placing = append(placing, p)
 					// In the queue before the evicted pods: placed first,
@@ -734,12 +739,9 @@ func load(snap *snapshot.File, plan Plan, cfg *schedconfig.KubeSchedulerConfigur
 	if len(removed) > 0 {
 		sim.Warnings = append(sim.Warnings, fmt.Sprintf("nodes removed: %s; their pods are placed again as their controllers' replacements would be, %d DaemonSet, mirror or other schedulers' pods left with them", strings.Join(plan.RemoveNodes, ", "), gonePods))
 	}
-	kube, metrics, added, again := reshape(kube, metrics, plan, daemons, snap.Taken.Time)
+	kube, metrics, added, again := reshape(kube, metrics, plan.AddNodes, removed, daemons, snap.Taken.Time)
 	for _, p := range again {
-		later = append(later, p)
-		places = append(places, podKey{p.Namespace, p.Name})
-		placing = append(placing, p)
-		sim.schedulerOf[podKey{p.Namespace, p.Name}] = p.Spec.SchedulerName
+		placeAgain(p)
 		sim.Ours++
 	}
 	sim.AddedNodes = added
