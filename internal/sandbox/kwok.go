@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -460,4 +462,43 @@ func (k *KWOK) Refusing(ctx context.Context) ([]string, error) {
 		out = append(out, s.GetLabels()[refusingNodeLabel])
 	}
 	return out, nil
+}
+
+// NodeSeries is what KWOK serves as node's kubelet resource metrics right
+// now (the node_ series metrics-server reads, comments left out), for a
+// failing spec to say which side is stale: KWOK's counter or
+// metrics-server's storage.
+func (k *KWOK) NodeSeries(ctx context.Context, node string) string {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		Proxy: nil,
+		// KWOK serves a self-signed certificate, as a kubelet does.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the sandbox's own KWOK, read by a test
+	}}
+	defer client.CloseIdleConnections()
+	var errs []string
+	for _, scheme := range []string{"https", "http"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+k.endpoint+"/metrics/nodes/"+node+"/metrics/resource", nil)
+		if err != nil {
+			return err.Error()
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		var series []string
+		for _, line := range strings.Split(string(body), "\n") {
+			if strings.HasPrefix(line, "node_") {
+				series = append(series, line)
+			}
+		}
+		return fmt.Sprintf("%s at %s: %s", resp.Status, time.Now().Format(time.RFC3339Nano), strings.Join(series, "; "))
+	}
+	return strings.Join(errs, "; ")
 }

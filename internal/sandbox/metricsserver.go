@@ -222,3 +222,7 @@ spec:
     port: %d
 `, metricsServerHost, port, port)
 }
+
+// LogTail is the end of the running (or last) metrics-server's log, for a
+// failing spec's message (CI keeps the output, not the files).
+func (m *MetricsServer) LogTail() string { return logTail(m.LogPath()) }

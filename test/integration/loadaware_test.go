@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -169,20 +170,20 @@ var _ = Describe("LoadAware", Serial, func() {
 			createKWOKNodes(ctx, sandbox.NodeSpec{Name: "la-m-ended", CPU: "4", Memory: "8Gi"})
 			Expect(kwok.SetUsage(ctx, "la-m-ended", "3", "1Gi")).To(Succeed())
 			Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, "la-m-ended") }, "45s", "500ms").
-				Should(BeNumerically(">", 2.5), "metrics-server log: %s", metricsServer.LogPath())
+				Should(BeNumerically(">", 2.5), metricsTrail(ctx, "la-m-ended"))
 			// Its container exits (a crash, a refusal, a finished Job): KWOK
 			// still lists the pod on the node, the kubelet reports nothing
 			// for it, and the node's usage drops from the next window on.
 			Expect(kwok.EndUsage(ctx, "la-m-ended")).To(Succeed())
 			Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, "la-m-ended") }, "45s", "500ms").
-				Should(BeNumerically("<", 0.1), "metrics-server log: %s", metricsServer.LogPath())
+				Should(BeNumerically("<", 0.1), metricsTrail(ctx, "la-m-ended"))
 			pods, err := env.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=la-m-ended"})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(pods.Items).To(ConsistOf(HaveField("Status.Phase", v1.PodFailed)), "the ended pod is still on its node")
 			// Set again, the usage is a new pod's.
 			Expect(kwok.SetUsage(ctx, "la-m-ended", "2", "1Gi")).To(Succeed())
 			Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, "la-m-ended") }, "45s", "500ms").
-				Should(BeNumerically(">", 1.5), "metrics-server log: %s", metricsServer.LogPath())
+				Should(BeNumerically(">", 1.5), metricsTrail(ctx, "la-m-ended"))
 		})
 	})
 })
@@ -195,9 +196,28 @@ var _ = Describe("LoadAware", Serial, func() {
 // leaves the fast profile a full interval to list them.
 func waitForMetrics(ctx SpecContext, node string, minCPU float64) {
 	Eventually(func() (float64, error) { return metricsServer.NodeCPU(ctx, node) }, "45s", "500ms").
-		Should(BeNumerically(">", minCPU), "metrics-server log: %s", metricsServer.LogPath())
+		Should(BeNumerically(">", minCPU), metricsTrail(ctx, node))
 	visible := float64(time.Now().UnixNano()) / 1e9
 	Eventually(func() (float64, error) {
 		return framework.Gauge("berth_loadaware_last_refresh_timestamp_seconds", nil)
 	}, "20s", "200ms").Should(BeNumerically(">", visible+6))
+}
+
+// metricsTrail says, when a wait on node's metrics fails, what KWOK serves
+// for the node now, which pods it runs, and how metrics-server's log ends:
+// CI keeps a failing spec's message, not the sandbox's files.
+func metricsTrail(ctx SpecContext, node string) func() string {
+	return func() string {
+		var on []string
+		pods, err := env.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			on = append(on, err.Error())
+		} else {
+			for _, p := range pods.Items {
+				on = append(on, fmt.Sprintf("%s/%s %s (uid %s, created %s)", p.Namespace, p.Name, p.Status.Phase, p.UID, p.CreationTimestamp.Format(time.RFC3339)))
+			}
+		}
+		return fmt.Sprintf("KWOK serves for %s: %s\npods on it: %s\nmetrics-server's log (%s) ends:\n%s",
+			node, kwok.NodeSeries(ctx, node), strings.Join(on, ", "), metricsServer.LogPath(), metricsServer.LogTail())
+	}
 }
