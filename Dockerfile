@@ -12,6 +12,7 @@
 # were read from public Dockerfiles (this repository's CI is offline and
 # cannot resolve a tag); check and refresh them before a release with
 #   crane digest golang:1.26
+# (GO_IMAGE only bootstraps: the build runs go.mod's toolchain, see below.)
 #   crane digest gcr.io/distroless/static-debian12:nonroot
 ARG GO_IMAGE=golang:1.26@sha256:3aff6657219a4d9c14e27fb1d8976c49c29fddb70ba835014f477e1c70636647
 ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853ca7fcf1f12c3edb23f7eeef36189728842dd51042ff57f7ab
@@ -19,8 +20,11 @@ ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot@sha256:afa5c872c891853c
 FROM --platform=$BUILDPLATFORM ${GO_IMAGE} AS build
 WORKDIR /src
 # Modules first: this layer is reused while go.mod and go.sum do not change.
+# The Go that builds is go.mod's toolchain line, as for make and the
+# workflows (the image's own Go only fetches it: the golang image sets
+# GOTOOLCHAIN=local, and the Makefile exports the pinned one to make build).
 COPY go.mod go.sum ./
-RUN go mod download
+RUN GOTOOLCHAIN="$(sed -n 's/^toolchain //p' go.mod)" go mod download
 COPY . .
 # Version inputs come from build args because .git is not in the build
 # context; BUILD_DATE is the commit's date (make release's), so that the

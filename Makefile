@@ -5,6 +5,15 @@ SHELL := /usr/bin/env bash -o pipefail
 .DEFAULT_GOAL := help
 
 GO ?= go
+# The Go toolchain every build, test and release uses, from one place: the
+# toolchain line of go.mod (the release workflow's setup-go and the
+# Dockerfile read the same line). Exported, so that a machine whose own Go
+# differs (or that sets GOTOOLCHAIN=local) builds with exactly this one;
+# the go command fetches it from the module proxy once (about 80 MB).
+# `make GO_TOOLCHAIN=local` builds with the Go on the PATH instead.
+GO_TOOLCHAIN := $(shell sed -n 's/^toolchain //p' go.mod)
+$(if $(GO_TOOLCHAIN),,$(error go.mod has no toolchain line: pin the Go release builds use there))
+export GOTOOLCHAIN := $(GO_TOOLCHAIN)
 # The Kubernetes release Berth is built from, read from go.mod (hack/update-k8s.sh sets it).
 K8S_VERSION := $(shell $(GO) mod edit -json | sed -n '/"Path": "k8s.io\/kubernetes"/{n;s/.*"Version": "\(.*\)".*/\1/p;q}')
 $(if $(K8S_VERSION),,$(error cannot read the k8s.io/kubernetes version from go.mod))
@@ -116,6 +125,16 @@ KUSTOMIZE_MOD := hack/tools/kustomize
 KUSTOMIZE_VERSION := $(shell cd $(KUSTOMIZE_MOD) && $(GO) list -m -f '{{.Version}}' sigs.k8s.io/kustomize/kustomize/v5)
 KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
 
+# vulncheck (hack/tools/vuln): govulncheck's library against the Go
+# vulnerability database built from the golang.org/x/vulndb module its
+# go.mod pins (make vulncheck; VULNDB_URL=https://vuln.go.dev checks the
+# live database instead, as the GitHub workflows do).
+VULN_MOD := hack/tools/vuln
+VULNDB_VERSION := $(shell awk '$$1 == "golang.org/x/vulndb" { print $$2 }' $(VULN_MOD)/go.mod)
+VULNCHECK := $(BIN)/vulncheck
+VULNDB := $(BIN)/vulndb-$(VULNDB_VERSION)
+VULNDB_URL ?= file://$(VULNDB)
+
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
@@ -196,6 +215,18 @@ $(PROM_OPERATOR_CRDS):
 
 $(PROMCHECK): $(wildcard hack/tools/promcheck/*.go) hack/tools/promcheck/go.mod hack/tools/promcheck/go.sum
 	cd hack/tools/promcheck && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -o $@ .
+
+$(VULNCHECK): $(wildcard $(VULN_MOD)/*.go) $(VULN_MOD)/go.mod $(VULN_MOD)/go.sum
+	cd $(VULN_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w" -o $@ .
+
+# The database as vuln.go.dev serves it (index/ and ID/), from the OSV files
+# of the pinned golang.org/x/vulndb module, indexed by vulndb's own indexdb.
+$(VULNDB): $(VULN_MOD)/go.mod
+	@echo ">> building the Go vulnerability database $(VULNDB_VERSION) into $(BIN)"
+	rm -rf $@ $@.tmp
+	cd $(VULN_MOD) && $(GO) mod download golang.org/x/vulndb && \
+	  $(GO) tool indexdb -vulns "$$($(GO) list -m -f '{{.Dir}}' golang.org/x/vulndb)/data/osv" -out $@.tmp
+	mv $@.tmp $@
 
 $(PROMTOOL): hack/tools/promcheck/go.mod hack/tools/promcheck/go.sum
 	cd hack/tools/promcheck && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -tags remove_all_sd -ldflags "-s -w" -o $@ github.com/prometheus/prometheus/cmd/promtool
@@ -551,6 +582,10 @@ $(ACTIONLINT): $(ACTIONLINT_MOD)/go.mod $(ACTIONLINT_MOD)/go.sum
 	@echo ">> building actionlint $(ACTIONLINT_VERSION) into $(BIN)"
 	cd $(ACTIONLINT_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w" -o $@.tmp github.com/rhysd/actionlint/cmd/actionlint
 	@mv $@.tmp $@
+
+.PHONY: vulncheck
+vulncheck: $(VULNCHECK) $(if $(filter file://$(VULNDB),$(VULNDB_URL)),$(VULNDB)) ## Check Berth's code, its modules and its Go toolchain (go.mod's toolchain line) for known vulnerabilities it reaches (govulncheck); hack/vulncheck-accepted.txt lists what has no fixed release yet, with why.
+	$(VULNCHECK) -db $(VULNDB_URL) -accepted hack/vulncheck-accepted.txt ./...
 
 # LINT_FLAGS: extra golangci-lint run flags (.ci/run sets a longer --timeout).
 LINT_FLAGS ?=

@@ -8,7 +8,8 @@
 #                 commit's date: the same inputs build the same bytes)
 #   BUILD_DATE    the commit's date, the archives' file times
 #   HELM, CYCLONEDX, KREW (the krew manifest generator, hack/krew) and
-#   VERIFY (the release check, hack/verifyrelease)
+#   VERIFY (the release check, hack/verifyrelease), and GOTOOLCHAIN (go.mod's
+#   toolchain line, which every binary must be built with)
 #
 # It writes:
 #   berth-scheduler_<version>_linux_{amd64,arm64}.tar.gz
@@ -76,6 +77,6 @@ say "writing the krew manifest berth.yaml"
 say "writing checksums.txt"
 (cd "$DIST" && find . -type f ! -name checksums.txt -printf '%P\n' | LC_ALL=C sort | xargs sha256sum > checksums.txt)
 
-"$VERIFY" -version "$BERTH_VERSION" "$DIST"
+"$VERIFY" -version "$BERTH_VERSION" -go "${GOTOOLCHAIN:?the Makefile exports go.mod's toolchain}" "$DIST"
 say "dist/ ($(du -sh "$DIST" | cut -f1)):"
 (cd "$DIST" && find . -type f -printf '%s\t%P\n' | LC_ALL=C sort -k2 | numfmt --field=1 --to=iec --suffix=B --padding=7)

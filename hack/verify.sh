@@ -17,6 +17,8 @@ echo ">> the krew manifest's generator against krew's rules (hack/krew), and the
 go test -count=1 ./hack/krew ./hack/verifyrelease || fail=1
 echo ">> promcheck's own tests (hack/tools/promcheck), built as make builds promcheck"
 (cd hack/tools/promcheck && CGO_ENABLED=0 go test -trimpath -count=1 ./...) || fail=1
+echo ">> vulncheck's own tests (hack/tools/vuln)"
+(cd hack/tools/vuln && CGO_ENABLED=0 go test -trimpath -count=1 ./...) || fail=1
 echo ">> the chart's alerts: promtool check rules and promtool test rules (test/monitoring/alerts_test.yaml)"
 hack/test-alerts.sh || fail=1
 echo ">> GitHub Actions workflows (actionlint)"

@@ -47,7 +47,7 @@ type archive struct {
 var archiveRE = regexp.MustCompile(`^(berth-scheduler|kubectl-berth)_(v[^_]+)_([a-z0-9]+)_([a-z0-9]+)\.tar\.gz$`)
 
 // check returns every fault of dir as a release of version.
-func check(dir, version string) (int, error) {
+func check(dir, version, goVersion string) (int, error) {
 	var errs []error
 	sums, err := checkSums(dir)
 	if err != nil {
@@ -58,7 +58,7 @@ func check(dir, version string) (int, error) {
 		return 0, fmt.Errorf("no archives in %s", dir)
 	}
 	for _, p := range paths {
-		if err := checkArchive(p, version); err != nil {
+		if err := checkArchive(p, version, goVersion); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -119,7 +119,7 @@ func checkSums(dir string) (map[string]string, error) {
 	return sums, errors.Join(errs...)
 }
 
-func checkArchive(path, version string) error {
+func checkArchive(path, version, goVersion string) error {
 	m := archiveRE.FindStringSubmatch(filepath.Base(path))
 	if m == nil || m[2] != version {
 		return fmt.Errorf("%s: not <berth-scheduler|kubectl-berth>_%s_<os>_<arch>.tar.gz", path, version)
@@ -144,6 +144,9 @@ func checkArchive(path, version string) error {
 	info, err := buildinfo.Read(bytes.NewReader(bin))
 	if err != nil {
 		return fmt.Errorf("%s: %s has no Go build information: %w", path, a.binary, err)
+	}
+	if goVersion != "" && info.GoVersion != goVersion {
+		return fmt.Errorf("%s: %s was built with %s, not go.mod's toolchain %s", path, a.binary, info.GoVersion, goVersion)
 	}
 	settings := map[string]string{}
 	for _, s := range info.Settings {
@@ -345,12 +348,13 @@ func readTarGz(path string) (map[string][]byte, error) {
 
 func main() {
 	version := flag.String("version", "", "the release's version (v0.1.0)")
+	goVersion := flag.String("go", "", "the Go every binary must be built with (go.mod's toolchain line, go1.27.3)")
 	flag.Parse()
 	if *version == "" || flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: verifyrelease -version VERSION DIST")
+		fmt.Fprintln(os.Stderr, "usage: verifyrelease -version VERSION [-go GOVERSION] DIST")
 		os.Exit(2)
 	}
-	n, err := check(flag.Arg(0), *version)
+	n, err := check(flag.Arg(0), *version, *goVersion)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "verifyrelease:", err)
 		os.Exit(1)
