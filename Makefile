@@ -158,7 +158,15 @@ build: ## Build bin/scheduler (static, stripped, versioned: the image's build co
 	$(BUILD_CMD) -o $(BIN)/kubectl-berth ./cmd/kubectl-berth
 
 .PHONY: envtest-bin
-envtest-bin: $(ENVTEST_DIR)/kube-apiserver $(ENVTEST_DIR)/etcd $(ENVTEST_DIR)/kube-controller-manager $(METRICS_SERVER) $(KWOK) $(KWOK_CRDS) ## Build kube-apiserver, kube-controller-manager and etcd (versions pinned in go.mod), metrics-server and KWOK (hack/tools/*) from the Go module proxy.
+envtest-bin: $(ENVTEST_DIR)/kube-apiserver $(ENVTEST_DIR)/etcd $(ENVTEST_DIR)/kube-controller-manager $(ENVTEST_DIR)/kubectl $(METRICS_SERVER) $(KWOK) $(KWOK_CRDS) ## Build kube-apiserver, kube-controller-manager, kubectl and etcd (versions pinned in go.mod), metrics-server and KWOK (hack/tools/*) from the Go module proxy.
+
+# kubectl, as setup-envtest ships it beside kube-apiserver: the deploy suite
+# runs the docs' install and upgrade commands with it (a tool of go.mod).
+$(ENVTEST_DIR)/kubectl:
+	@mkdir -p $(ENVTEST_DIR)
+	@echo ">> building kubectl $(K8S_VERSION) into $(ENVTEST_DIR)"
+	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/kubectl
+	@mv $@.tmp $@
 
 $(ENVTEST_DIR)/kube-apiserver:
 	@mkdir -p $(ENVTEST_DIR)

@@ -1,12 +1,36 @@
-{{/* Base name of every object: nameOverride, else the release name. */}}
+{{/* app.kubernetes.io/name: the chart's name, or nameOverride. */}}
 {{- define "berth.name" -}}
-{{- default .Release.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* The Deployment's selector: the name alone, as manifests/second-scheduler
-had it before the chart (a selector cannot change on a live Deployment). */}}
+{{/* Base name of every namespaced object (Helm's convention):
+fullnameOverride, else the release name when it holds the chart's name
+(release berth-scheduler: berth-scheduler), else <release>-<name>. */}}
+{{- define "berth.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "berth.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Prefix of the cluster-scoped objects' names (ClusterRoles and their
+bindings): <fullname>:<namespace>, so that releases of one name in two
+namespaces do not take each other's. */}}
+{{- define "berth.clusterName" -}}
+{{- printf "%s:%s" (include "berth.fullname" .) .Release.Namespace -}}
+{{- end -}}
+
+{{/* The Deployment's selector (Helm's standard pair): the chart's name and
+the release. */}}
 {{- define "berth.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "berth.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/* helm.sh/chart's value: name-version, a label value ('+' is not). */}}
@@ -15,23 +39,26 @@ app.kubernetes.io/name: {{ include "berth.name" . }}
 {{- end -}}
 
 {{/* Every object's labels: Helm's standard set (helm.sh/chart and
-managed-by, which hack/render-chart.sh leaves out of the kustomize base),
-never on the pod template (a chart upgrade alone must not roll the pods). */}}
+managed-by, which hack/render-chart.sh leaves out of the kustomize base) and
+commonLabels. The pod template has the selector's, commonLabels and podLabels
+only (a chart upgrade alone must not roll the pods). */}}
 {{- define "berth.labels" -}}
 {{ include "berth.selectorLabels" . }}
 helm.sh/chart: {{ include "berth.chart" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ include "berth.appVersion" . | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: berth
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "berth.serviceAccountName" -}}
-{{- default (include "berth.name" .) .Values.serviceAccount.name -}}
+{{- default (include "berth.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
 {{- define "berth.leaseName" -}}
-{{- default (include "berth.name" .) .Values.leaderElection.resourceName -}}
+{{- default (include "berth.fullname" .) .Values.leaderElection.resourceName -}}
 {{- end -}}
 
 {{/* The Lease's namespace; refuses the control plane scheduler's lease. */}}

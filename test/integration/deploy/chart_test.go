@@ -11,10 +11,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
@@ -329,7 +331,8 @@ var _ = Describe("The packaged chart", func() {
 				Expect(err).NotTo(HaveOccurred(), out)
 				Expect(env.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})).To(Succeed())
 			})
-			d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, release, metav1.GetOptions{})
+			// A release whose name lacks the chart's: Helm's <release>-<chart>.
+			d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, release+"-berth", metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Expect(d.Labels).To(HaveKeyWithValue("app.kubernetes.io/version", tc.wantTag))
 			Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("ghcr.io/berth-scheduler/berth:" + tc.wantTag))
@@ -359,5 +362,68 @@ var _ = Describe("The chart's clientConnection and extraConfig", func() {
 
 		_, err = helm("template", "berth", filepath.Join(root, "charts", "berth"), "--set", "clientConnection.qps=0")
 		Expect(err).To(MatchError(ContainSubstring("qps")), "a rate of 0 is refused by the chart's schema")
+	})
+})
+
+// Helm's naming convention: app.kubernetes.io/name is the chart's,
+// app.kubernetes.io/instance the release's, objects are <release>-berth
+// (or fullnameOverride), and cluster-scoped RBAC carries the namespace, so
+// that two releases of one name in two namespaces install side by side.
+var _ = Describe("The chart's names and labels", func() {
+	It("installs releases of one name in two namespaces, each Deployment selecting its own release's pods", func(ctx SpecContext) {
+		chart := filepath.Join(root, "charts", "berth")
+		for _, ns := range []string{"twin-a", "twin-b"} {
+			out, err := helm("install", "twin", chart, "--namespace", ns, "--create-namespace", "--kubeconfig", env.Kubeconfig,
+				"--set", "schedulerName=twin-"+ns)
+			Expect(err).NotTo(HaveOccurred(), "the second namespace's release collides with the first's: %s", out)
+			DeferCleanup(func(ctx SpecContext) {
+				out, err := helm("uninstall", "twin", "--namespace", ns, "--kubeconfig", env.Kubeconfig, "--wait")
+				Expect(err).NotTo(HaveOccurred(), out)
+				Expect(env.Client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})).To(Succeed())
+			})
+			d, err := env.Client.AppsV1().Deployments(ns).Get(ctx, "twin-berth", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(d.Spec.Selector.MatchLabels).To(Equal(map[string]string{"app.kubernetes.io/name": "berth", "app.kubernetes.io/instance": "twin"}))
+			crb, err := env.Client.RbacV1().ClusterRoleBindings().Get(ctx, "twin-berth:"+ns+":kube-scheduler", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(crb.Subjects).To(ConsistOf(HaveField("Namespace", ns)))
+		}
+	})
+
+	It("takes fullnameOverride, commonLabels, topologySpreadConstraints, extra volumes and mounts, and a startupProbe", func(ctx SpecContext) {
+		objs := renderChart("knobs", "berth-knobs", "",
+			"--set", "fullnameOverride=sched,commonLabels.team=infra",
+			"--set", "topologySpreadConstraints[0].maxSkew=1,topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone,topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
+			"--set", "extraVolumes[0].name=serving-cert,extraVolumes[0].secret.secretName=sched-serving-cert",
+			"--set", "extraVolumeMounts[0].name=serving-cert,extraVolumeMounts[0].mountPath=/etc/berth-tls,extraVolumeMounts[0].readOnly=true",
+			"--set", "extraArgs={--tls-cert-file=/etc/berth-tls/tls.crt,--tls-private-key-file=/etc/berth-tls/tls.key}")
+		var found bool
+		for _, o := range objs {
+			if o.GetKind() == "CustomResourceDefinition" {
+				continue
+			}
+			Expect(o.GetLabels()).To(HaveKeyWithValue("team", "infra"), "%s %s", o.GetKind(), o.GetName())
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			found = true
+			Expect(o.GetName()).To(Equal("sched"))
+			var d appsv1.Deployment
+			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d)).To(Succeed())
+			Expect(d.Spec.Template.Labels).To(HaveKeyWithValue("team", "infra"))
+			Expect(d.Spec.Template.Spec.TopologySpreadConstraints).To(ConsistOf(And(
+				HaveField("TopologyKey", "topology.kubernetes.io/zone"),
+				HaveField("LabelSelector.MatchLabels", Equal(d.Spec.Selector.MatchLabels)))))
+			Expect(d.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "sched-serving-cert")))
+			c := d.Spec.Template.Spec.Containers[0]
+			Expect(c.VolumeMounts).To(ContainElement(HaveField("MountPath", "/etc/berth-tls")))
+			Expect(c.Args).To(ContainElement("--tls-cert-file=/etc/berth-tls/tls.crt"))
+			Expect(c.StartupProbe).NotTo(BeNil())
+			Expect(c.StartupProbe.HTTPGet.Path).To(Equal("/livez"))
+			Expect(c.LivenessProbe.InitialDelaySeconds).To(BeZero(), "the startup probe holds liveness back")
+		}
+		Expect(found).To(BeTrue())
+		Expect(env.Apply(ctx, []*unstructured.Unstructured{namespace("berth-knobs")}, false)).To(Succeed())
+		dryRun(ctx, objs)
 	})
 })

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +23,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/utils/ptr"
 
@@ -118,6 +121,69 @@ var _ = Describe("the chart's monitoring bundle", Ordered, func() {
 		problems, err := testutil.NewPromLinter(strings.NewReader(familiesWithPrefix(parsePage(text), "berth_"))).Lint()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(problems).To(BeEmpty())
+	})
+
+	It("with a scrape class, lets Prometheus' own ServiceAccount token scrape /metrics, stores no token, and verifies the scheduler's serving certificate", func(ctx SpecContext) {
+		const (
+			rel        = "berth-mon-sc"
+			prometheus = "prometheus"
+			serverName = rel + "-metrics." + ns + ".svc"
+		)
+		values := filepath.Join(env.Dir, rel+"-values.yaml")
+		Expect(os.WriteFile(values, []byte(`schedulerName: `+profile+`-sc
+metrics:
+  serviceMonitor:
+    enabled: true
+    scrapeClass: serviceaccount
+    prometheusServiceAccount: {name: `+prometheus+`, namespace: `+otherNS+`}
+    tlsConfig:
+      insecureSkipVerify: null
+      ca: {secret: {name: `+rel+`-serving-cert, key: ca.crt}}
+      serverName: `+serverName+`
+`), 0o600)).To(Succeed())
+		_, scObjs := renderMonitoring(rel, ns, "--values", values)
+		var sm *unstructured.Unstructured
+		for _, o := range scObjs {
+			Expect(o.GetKind()).NotTo(Equal("Secret"), "a token Secret %s", o.GetName())
+			if o.GetKind() == "ServiceAccount" {
+				Expect(o.GetName()).NotTo(Equal(rel+"-metrics"), "the chart's own scrape ServiceAccount")
+			}
+			if o.GetKind() == "ServiceMonitor" {
+				sm = o
+			}
+		}
+		Expect(sm).NotTo(BeNil())
+		class, _, _ := unstructured.NestedString(sm.Object, "spec", "scrapeClass")
+		Expect(class).To(Equal("serviceaccount"))
+		endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		Expect(endpoints).To(HaveLen(1))
+		ep := endpoints[0].(map[string]any)
+		Expect(ep).NotTo(HaveKey("authorization"), "the scrape class' authorization applies only where the ServiceMonitor sets none")
+		Expect(ep).To(HaveKeyWithValue("tlsConfig", And(HaveKeyWithValue("serverName", serverName), HaveKey("ca"), Not(HaveKey("insecureSkipVerify")))))
+		Eventually(func() error { return env.Apply(ctx, scObjs, true) }, "20s").Should(Succeed())
+
+		// The scrape as the scrape class makes it: Prometheus' ServiceAccount
+		// token (the kubelet projects one made by the TokenRequest API), over
+		// TLS verified against the serving certificate's issuer.
+		applyRendered(ctx, scObjs, rbacKinds...)
+		_, err := env.Client.CoreV1().ServiceAccounts(otherNS).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: prometheus}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		tr, err := env.Client.CoreV1().ServiceAccounts(otherNS).CreateToken(ctx, prometheus,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(serverName, nil, nil)
+		Expect(err).NotTo(HaveOccurred())
+		certFile, keyFile := filepath.Join(env.Dir, rel+"-tls.crt"), filepath.Join(env.Dir, rel+"-tls.key")
+		Expect(certutil.WriteCert(certFile, certPEM)).To(Succeed())
+		Expect(keyutil.WriteKey(keyFile, keyPEM)).To(Succeed())
+		roots := x509.NewCertPool()
+		Expect(roots.AppendCertsFromPEM(certPEM)).To(BeTrue())
+		scrape, logPath := startScrapedTLS(ctx, scObjs, ns, rel, &tls.Config{RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12},
+			"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile)
+		Eventually(func() (int, error) { code, _, err := scrape(tr.Status.Token); return code, err }, "60s").Should(Equal(http.StatusOK), "scheduler log: %s", logPath)
+		code, _, err := scrape("")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(BeElementOf(http.StatusUnauthorized, http.StatusForbidden), "anonymous")
 	})
 
 	It("shows every dashboard variable and panel of a scheduler running one plugin (Explain) only, but the panels of the plugins it does not run", func(ctx SpecContext) {
@@ -235,13 +301,20 @@ func serviceMonitorToken(ctx SpecContext, objs []*unstructured.Unstructured) str
 // log's path; the scheduler is stopped when the spec ends.
 func startScraped(ctx SpecContext, objs []*unstructured.Unstructured, ns, release string) (func(bearer string) (int, string, error), string) {
 	GinkgoHelper()
+	return startScrapedTLS(ctx, objs, ns, release, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the scheduler's self-signed serving certificate, as the ServiceMonitor's default tlsConfig
+}
+
+// startScrapedTLS is startScraped with the scrape's TLS settings and more
+// scheduler flags (a serving certificate's).
+func startScrapedTLS(ctx SpecContext, objs []*unstructured.Unstructured, ns, release string, tlsConf *tls.Config, extra ...string) (func(bearer string) (int, string, error), string) {
+	GinkgoHelper()
 	sa := "system:serviceaccount:" + ns + ":" + release
 	kubeconfig, err := env.KubeconfigAs(sa, release+"-authn.kubeconfig")
 	Expect(err).NotTo(HaveOccurred())
 	port := freePort()
-	p, logPath := startRendered(objs, sa, release,
-		"--secure-port="+strconv.Itoa(port), "--bind-address=127.0.0.1", "--cert-dir="+filepath.Join(env.Dir, release+"-certs"),
-		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig)
+	p, logPath := startRendered(objs, sa, release, append([]string{
+		"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--cert-dir=" + filepath.Join(env.Dir, release+"-certs"),
+		"--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig}, extra...)...)
 	DeferCleanup(p.Stop)
 	url := fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
 	return func(bearer string) (int, string, error) {
@@ -252,7 +325,7 @@ func startScraped(ctx SpecContext, objs []*unstructured.Unstructured, ns, releas
 		if bearer != "" {
 			req.Header.Set("Authorization", "Bearer "+bearer)
 		}
-		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the scheduler's self-signed serving certificate, as the ServiceMonitor's tlsConfig
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConf}}
 		resp, err := c.Do(req)
 		if err != nil {
 			return 0, "", err
