@@ -391,9 +391,16 @@ test-run-suites:
 	for suite in $(SUITES); do \
 		echo ">> $${suite##*:}"; \
 		(cd $${suite%%:*} && BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) BERTH_DEMO_BIN=$(BIN)/berth-demo BERTH_KWOK_BIN=$(KWOK) BERTH_KWOK_CRDS=$(KWOK_CRDS) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) BERTH_MONITORING_CRDS=$(PROM_OPERATOR_CRDS) PROMCHECK=$(PROMCHECK) \
-			$(TEST_BIN)/$${suite##*/}.test -test.v -test.timeout 20m -ginkgo.v \
+			$(TEST_BIN)/$${suite##*/}.test -test.v -test.timeout 20m -ginkgo.v -ginkgo.label-filter '!measure' \
 				-ginkgo.timeout 15m -ginkgo.poll-progress-after 3m -ginkgo.poll-progress-interval 1m) || exit 1; \
 	done
+
+.PHONY: measure-burst
+measure-burst: build envtest-bin $(HELM) $(KUSTOMIZE) test-bins ## Measure how fast the chart's default profile (every plugin) schedules a 1,000-pod burst at each clientConnection rate, through bin/scheduler against the deploy suite's API server (~10 min; prints pods/s per rate).
+	cd test/integration/deploy && BERTH_SCHEDULER_BIN=$(BIN)/scheduler BERTH_KUBECTL_BIN=$(BIN)/kubectl-berth BERTH_METRICS_SERVER_BIN=$(METRICS_SERVER) BERTH_DEMO_BIN=$(BIN)/berth-demo BERTH_KWOK_BIN=$(KWOK) BERTH_KWOK_CRDS=$(KWOK_CRDS) KUSTOMIZE=$(KUSTOMIZE) HELM=$(HELM) BERTH_MONITORING_CRDS=$(PROM_OPERATOR_CRDS) PROMCHECK=$(PROMCHECK) \
+		$(TEST_BIN)/deploy.test -test.timeout 40m -ginkgo.v -ginkgo.no-color -ginkgo.label-filter measure -ginkgo.timeout 35m > $(BIN)/measure-burst.log 2>&1 \
+		|| { tail -50 $(BIN)/measure-burst.log; exit 1; }
+	@grep -E '^ *qps ' $(BIN)/measure-burst.log
 
 .PHONY: test-bench-smoke
 test-bench-smoke: envtest-bin test-bins ## Run the scheduler_perf benchmark once at 100 nodes / 200 pods, every profile: it fails unless every pod is scheduled.
@@ -464,7 +471,7 @@ soak-leak: build envtest-bin ## Leaks: 25 minutes without leader kills or restar
 		--max-rss-slope 2 --max-goroutine-slope 5 --leak-window 10m --out $(BIN)/soak-leak
 
 # make demo's build steps: target=description=seconds on a cold start (2
-# cores, empty module and build caches; measured, see the README).
+# cores, empty module and build caches; measured, see docs/development.md).
 DEMO_STEPS = \
 	build="bin/scheduler and bin/kubectl-berth"=180 \
 	$(ENVTEST_DIR)/kube-apiserver="kube-apiserver $(K8S_VERSION)"=70 \
@@ -578,7 +585,7 @@ generate: $(HELM) $(HELMDOCS) ## Generate deep-copy, defaulting and conversion c
 	HELM=$(HELM) HELMDOCS=$(HELMDOCS) hack/render-chart.sh
 
 .PHONY: verify
-verify: $(HELM) $(HELMDOCS) $(ACTIONLINT) $(PROMCHECK) $(PROMTOOL) ## Check formatting, generated code (the rendered chart and its README included), the alerts' unit tests (promtool), go.mod tidiness (fails on a dirty tree), the workflows (actionlint), one version (VERSION) and vet of the tools modules (Berth is vetted by make lint).
+verify: $(HELM) $(HELMDOCS) $(ACTIONLINT) $(PROMCHECK) $(PROMTOOL) ## Check formatting, generated code (the rendered chart and its README included), the alerts' unit tests (promtool), go.mod tidiness (fails on a dirty tree), the workflows (actionlint), the Markdown links and anchors (hack/linkcheck), one version (VERSION) and vet of the tools modules (Berth is vetted by make lint).
 	HELM=$(HELM) HELMDOCS=$(HELMDOCS) ACTIONLINT=$(ACTIONLINT) PROMCHECK=$(PROMCHECK) PROMTOOL=$(PROMTOOL) hack/verify.sh
 
 $(HELMDOCS): $(HELMDOCS_MOD)/go.mod $(HELMDOCS_MOD)/go.sum
