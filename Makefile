@@ -135,6 +135,15 @@ VULNCHECK := $(BIN)/vulncheck
 VULNDB := $(BIN)/vulndb-$(VULNDB_VERSION)
 VULNDB_URL ?= file://$(VULNDB)
 
+# krew (hack/tools/krew): the krew manifest's generator (berth-krew, on
+# krew's own types), krew's validate-krew-manifest and krew itself, which
+# make release runs on dist/berth.yaml.
+KREW_MOD := hack/tools/krew
+KREW_VERSION := $(shell awk '$$1 == "sigs.k8s.io/krew" { print $$2 }' $(KREW_MOD)/go.mod)
+KREW_GEN := $(BIN)/berth-krew
+KREW_BIN := $(BIN)/krew-$(KREW_VERSION)
+KREW_VALIDATE := $(BIN)/validate-krew-manifest-$(KREW_VERSION)
+
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
@@ -255,17 +264,28 @@ CYCLONEDX_VERSION := $(shell cd $(CYCLONEDX_MOD) && $(GO) list -m -f '{{.Version
 CYCLONEDX := $(BIN)/cyclonedx-gomod-$(CYCLONEDX_VERSION)
 DIST ?= dist
 
+$(KREW_GEN): $(wildcard $(KREW_MOD)/*.go) $(KREW_MOD)/go.mod $(KREW_MOD)/go.sum
+	cd $(KREW_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w" -o $@ .
+
+$(KREW_BIN): $(KREW_MOD)/go.mod $(KREW_MOD)/go.sum
+	@echo ">> building krew $(KREW_VERSION) into $(BIN)"
+	cd $(KREW_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w" -o $@.tmp sigs.k8s.io/krew/cmd/krew
+	mv $@.tmp $@
+
+$(KREW_VALIDATE): $(KREW_MOD)/go.mod $(KREW_MOD)/go.sum
+	cd $(KREW_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w" -o $@.tmp sigs.k8s.io/krew/cmd/validate-krew-manifest
+	mv $@.tmp $@
+
 $(CYCLONEDX): $(CYCLONEDX_MOD)/go.mod $(CYCLONEDX_MOD)/go.sum
 	@echo ">> building cyclonedx-gomod $(CYCLONEDX_VERSION) into $(BIN)"
 	cd $(CYCLONEDX_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w" -o $@.tmp github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 	mv $@.tmp $@
 
 .PHONY: release
-release: $(HELM) $(CYCLONEDX) ## Write every artifact of a release into dist/: the scheduler (linux/amd64, arm64) and kubectl-berth (linux, darwin: amd64, arm64; windows/amd64) archives, an SBOM per binary, the chart, the krew manifest and checksums.txt; then check them (hack/release.sh). Cold: the scheduler compiles once per architecture.
-	$(TOOL_BUILD_CMD) -o $(BIN)/berth-krew ./hack/krew
+release: $(HELM) $(CYCLONEDX) $(KREW_GEN) $(KREW_BIN) $(KREW_VALIDATE) ## Write every artifact of a release into dist/: the scheduler (linux/amd64, arm64) and kubectl-berth (linux, darwin: amd64, arm64; windows/amd64) archives, an SBOM per binary, the chart, the krew manifest and checksums.txt; then check them (hack/release.sh). Cold: the scheduler compiles once per architecture.
 	$(TOOL_BUILD_CMD) -o $(BIN)/berth-verifyrelease ./hack/verifyrelease
 	BERTH_VERSION='$(BERTH_VERSION)' LDFLAGS="$(LDFLAGS)" BUILD_DATE='$(BUILD_DATE)' DIST='$(DIST)' \
-		HELM=$(HELM) CYCLONEDX=$(CYCLONEDX) KREW=$(BIN)/berth-krew VERIFY=$(BIN)/berth-verifyrelease hack/release.sh
+		HELM=$(HELM) CYCLONEDX=$(CYCLONEDX) KREW=$(KREW_GEN) KREW_BIN=$(KREW_BIN) KREW_VALIDATE=$(KREW_VALIDATE) VERIFY=$(BIN)/berth-verifyrelease hack/release.sh
 
 ##@ Test
 

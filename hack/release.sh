@@ -7,7 +7,8 @@
 #   LDFLAGS       make build's link flags (the version, the commit, the
 #                 commit's date: the same inputs build the same bytes)
 #   BUILD_DATE    the commit's date, the archives' file times
-#   HELM, CYCLONEDX, KREW (the krew manifest generator, hack/krew) and
+#   HELM, CYCLONEDX, KREW (the krew manifest generator, hack/tools/krew),
+#   KREW_BIN and KREW_VALIDATE (krew and its validate-krew-manifest), and
 #   VERIFY (the release check, hack/verifyrelease), and GOTOOLCHAIN (go.mod's
 #   toolchain line, which every binary must be built with)
 #
@@ -19,13 +20,14 @@
 #   berth-<chart version>.tgz the Helm chart (version and appVersion)
 #   berth.yaml                the krew plugin manifest (plugins/berth.yaml in
 #                             krew's index), with the archives' sha256
-#                             (hack/krew checks it against krew's rules)
+#                             (checked by krew's validate-krew-manifest and
+#                             installed by krew)
 #   checksums.txt             sha256 of every file above (sha256sum -c)
 # and then checks them (hack/verifyrelease).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-: "${BERTH_VERSION:?}" "${LDFLAGS:?}" "${BUILD_DATE:?}" "${HELM:?}" "${CYCLONEDX:?}" "${KREW:?}" "${VERIFY:?}"
+: "${BERTH_VERSION:?}" "${LDFLAGS:?}" "${BUILD_DATE:?}" "${HELM:?}" "${CYCLONEDX:?}" "${KREW:?}" "${KREW_BIN:?}" "${KREW_VALIDATE:?}" "${VERIFY:?}"
 DIST=${DIST:-dist}
 SCHEDULER_PLATFORMS=${SCHEDULER_PLATFORMS:-linux/amd64 linux/arm64}
 KUBECTL_PLATFORMS=${KUBECTL_PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64}
@@ -73,6 +75,19 @@ say "packaging the chart as berth-$chart_version.tgz (appVersion $BERTH_VERSION)
 
 say "writing the krew manifest berth.yaml"
 "$KREW" -version "$BERTH_VERSION" -out "$DIST/berth.yaml" "$DIST"/kubectl-berth_*.tar.gz
+# krew's own checks (the ones krew-index's CI runs), then an install by krew
+# itself, from the manifest and this machine's archive, into a scratch
+# KREW_ROOT: the plugin krew installs prints the release's version.
+say "checking berth.yaml with krew's validate-krew-manifest, and installing it with krew"
+"$KREW_VALIDATE" -manifest "$DIST/berth.yaml" -skip-install 2>&1 | sed 's/^/   /'
+host_archive="$DIST/kubectl-berth_${BERTH_VERSION}_$(go env GOOS)_$(go env GOARCH).tar.gz"
+if [[ -f $host_archive ]]; then
+  KREW_ROOT="$work/krew" KREW_NO_UPGRADE_CHECK=1 "$KREW_BIN" install --manifest="$DIST/berth.yaml" --archive="$host_archive" 2>&1 | sed 's/^/   /'
+  installed=$("$work/krew/bin/kubectl-berth" version)
+  [[ $installed == *"$BERTH_VERSION"* ]] || { echo "krew installed a kubectl-berth that says '$installed', not $BERTH_VERSION" >&2; exit 1; }
+else
+  echo "   (no archive for this machine's platform: krew install not tried)"
+fi
 
 say "writing checksums.txt"
 (cd "$DIST" && find . -type f ! -name checksums.txt -printf '%P\n' | LC_ALL=C sort | xargs sha256sum > checksums.txt)

@@ -13,8 +13,9 @@ echo ">> layout (pkg/ is the public surface)"
 hack/verify-layout.sh || fail=1
 echo ">> one version (VERSION, the chart, the manifests' image, the CHANGELOG)"
 hack/verify-version.sh || fail=1
-echo ">> the krew manifest's generator against krew's rules (hack/krew), the release check (hack/verifyrelease), the link checker (hack/linkcheck)"
-go test -count=1 ./hack/krew ./hack/verifyrelease ./hack/linkcheck || fail=1
+echo ">> the release check (hack/verifyrelease), the link checker (hack/linkcheck), the krew manifest's generator (hack/tools/krew)"
+go test -count=1 ./hack/verifyrelease ./hack/linkcheck || fail=1
+(cd hack/tools/krew && CGO_ENABLED=0 go test -trimpath -count=1 ./...) || fail=1
 echo ">> Markdown links: every relative link and #anchor resolves (hack/linkcheck)"
 go run ./hack/linkcheck . || fail=1
 echo ">> promcheck's own tests (hack/tools/promcheck), built as make builds promcheck"

@@ -1,5 +1,5 @@
 // Package filehash is the sha256 of a file as release tooling writes it
-// (lowercase hex, sha256sum's), shared by hack/krew and hack/verifyrelease.
+// (lowercase hex, sha256sum's), used by hack/verifyrelease.
 package filehash
 
 import (
