@@ -144,6 +144,11 @@ KREW_GEN := $(BIN)/berth-krew
 KREW_BIN := $(BIN)/krew-$(KREW_VERSION)
 KREW_VALIDATE := $(BIN)/validate-krew-manifest-$(KREW_VERSION)
 
+# kind (hack/tools/kind), for make kind-e2e (the GitHub workflow's kind job).
+KIND_MOD := hack/tools/kind
+KIND_VERSION := $(shell awk '$$1 == "sigs.k8s.io/kind" { print $$2 }' $(KIND_MOD)/go.mod)
+KIND := $(BIN)/kind-$(KIND_VERSION)
+
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
@@ -414,6 +419,14 @@ test-run-suites:
 			$(TEST_BIN)/$${suite##*/}.test -test.v -test.timeout 20m -ginkgo.v -ginkgo.label-filter '!measure' \
 				-ginkgo.timeout 15m -ginkgo.poll-progress-after 3m -ginkgo.poll-progress-interval 1m) || exit 1; \
 	done
+
+$(KIND): $(KIND_MOD)/go.mod $(KIND_MOD)/go.sum
+	cd $(KIND_MOD) && CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "-s -w" -o $@.tmp sigs.k8s.io/kind
+	mv $@.tmp $@
+
+.PHONY: kind-e2e
+kind-e2e: build envtest-bin chart $(KIND) $(HELM) $(PROM_OPERATOR_CRDS) ## Run the image under a real kubelet (needs a Docker engine; the GitHub workflow's kind job): a kind cluster, the packaged chart as the second scheduler with helm test, pods through every plugin, /metrics through the ServiceMonitor's path, then the image as the control plane's kube-scheduler (hack/kind-e2e.sh).
+	KIND=$(KIND) KUBECTL=$(ENVTEST_DIR)/kubectl HELM=$(HELM) PROM_CRDS=$(PROM_OPERATOR_CRDS) hack/kind-e2e.sh
 
 .PHONY: measure-burst
 measure-burst: build envtest-bin $(HELM) $(KUSTOMIZE) test-bins ## Measure how fast the chart's default profile (every plugin) schedules a 1,000-pod burst at each clientConnection rate, through bin/scheduler against the deploy suite's API server (~10 min; prints pods/s per rate).

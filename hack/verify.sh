@@ -27,6 +27,10 @@ hack/test-alerts.sh || fail=1
 echo ">> GitHub Actions workflows (actionlint)"
 : "${ACTIONLINT:?ACTIONLINT must name the actionlint binary (make verify sets it)}"
 "$ACTIONLINT" -no-color || fail=1
+echo ">> every action the workflows use is pinned by commit (or is this repository's own)"
+if unpinned=$(grep -nE '^\s*-?\s*uses:' .github/workflows/*.yml | grep -vE 'uses: \./|@[0-9a-f]{40}( |$)'); then
+  echo "not pinned by a commit SHA:"; echo "$unpinned"; fail=1
+fi
 
 # Berth's own module is vetted by make lint: golangci-lint's govet runs go
 # vet's analyzers beside the other linters on one load of the packages. A
