@@ -5,6 +5,7 @@ module github.com/berth-scheduler/berth/hack/benchreport
 go 1.26.7
 
 require (
+	github.com/aclements/go-moremath v0.0.0-20210112150236-f10218a38794
 	github.com/google/pprof v0.0.0-20260402051712-545e8a4df936
 	gonum.org/v1/plot v0.17.0
 )

@@ -9,7 +9,6 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aclements/go-moremath/stats"
 )
 
 func main() {
@@ -266,20 +267,14 @@ func paired(rounds []round, p, base, w string, f figure, combine func(v, bv floa
 	return out
 }
 
-// quartiles are the 25th, 50th and 75th percentiles (linear interpolation).
+// quartiles are the 25th, 50th and 75th percentiles, as benchstat's
+// statistics library estimates them (go-moremath's Sample.Quantile:
+// Hyndman and Fan's median-unbiased R8, which interpolates between order
+// statistics); NaN for no values.
 func quartiles(xs []float64) (q1, med, q3 float64) {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	at := func(p float64) float64 {
-		if len(s) == 0 {
-			return math.NaN()
-		}
-		pos := p * float64(len(s)-1)
-		lo := int(math.Floor(pos))
-		hi := min(lo+1, len(s)-1)
-		return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
-	}
-	return at(0.25), at(0.5), at(0.75)
+	s := stats.Sample{Xs: slices.Clone(xs)}
+	s.Sort()
+	return s.Quantile(0.25), s.Quantile(0.5), s.Quantile(0.75)
 }
 
 func median(xs []float64) float64 {
