@@ -425,8 +425,8 @@ $(KIND): $(KIND_MOD)/go.mod $(KIND_MOD)/go.sum
 	mv $@.tmp $@
 
 .PHONY: kind-e2e
-kind-e2e: build envtest-bin chart $(KIND) $(HELM) $(PROM_OPERATOR_CRDS) ## Run the image under a real kubelet (needs a Docker engine; the GitHub workflow's kind job): a kind cluster, the packaged chart as the second scheduler with helm test, pods through every plugin, /metrics through the ServiceMonitor's path, then the image as the control plane's kube-scheduler (hack/kind-e2e.sh).
-	KIND=$(KIND) KUBECTL=$(ENVTEST_DIR)/kubectl HELM=$(HELM) PROM_CRDS=$(PROM_OPERATOR_CRDS) hack/kind-e2e.sh
+kind-e2e: build $(ENVTEST_DIR)/kubectl chart $(KIND) $(HELM) $(PROM_OPERATOR_CRDS) ## Run the image under a real kubelet (needs a Docker engine; the GitHub workflow's kind job): a kind cluster, the packaged chart as the second scheduler with helm test, pods through every plugin, /metrics through the ServiceMonitor's path, then the image as the control plane's kube-scheduler (hack/kind-e2e.sh).
+	KIND=$(KIND) KUBECTL=$(ENVTEST_DIR)/kubectl HELM=$(HELM) PROM_CRDS=$(PROM_OPERATOR_CRDS) CHART=$(BIN)/charts/berth-$(CHART_VERSION).tgz hack/kind-e2e.sh
 
 .PHONY: measure-burst
 measure-burst: build envtest-bin $(HELM) $(KUSTOMIZE) test-bins ## Measure how fast the chart's default profile (every plugin) schedules a 1,000-pod burst at each clientConnection rate, through bin/scheduler against the deploy suite's API server (~10 min; prints pods/s per rate).

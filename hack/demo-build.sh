@@ -7,7 +7,7 @@
 #
 # Usage (from the Makefile): hack/demo-build.sh TARGET=DESCRIPTION=COLD_SECONDS...
 # COLD_SECONDS is the step's time on a 2-core machine with empty module and
-# build caches (measured; README, "Quick start").
+# build caches (measured; docs/development.md, "The sandbox and the tests").
 set -euo pipefail
 
 MAKE=${MAKE:-make}

@@ -8,22 +8,22 @@
 #  1. as the second scheduler: the chart packaged as make release packages
 #     it (make chart), installed with the ServiceMonitor on; helm test; pods
 #     through every plugin of the chart's default profile (a CELPolicy rule,
-#     LoadAware without metrics-server (fail-open), an ElasticQuota, a
-#     PodGroup gang, ConfirmBinder's binding, AdmissionFeedback, and Explain,
-#     read back with kubectl berth explain); /metrics through the
-#     ServiceMonitor's path: its Service, with the token of the Secret its
-#     authorization names;
+#     LoadAware without metrics-server (fail-open), an ElasticQuota whose
+#     status.used counts the pods, a PodGroup gang, ConfirmBinder's binding,
+#     AdmissionFeedback, and Explain, read back with kubectl berth explain);
+#     /metrics of the leader, with the token of the Secret the
+#     ServiceMonitor's authorization names;
 #  2. in place of the control plane's kube-scheduler: manifests/control-plane
 #     (the static Pod with Berth's image, its config, its RBAC), the kubelet
 #     restarts the scheduler, and a default-scheduler pod is scheduled by it.
 #
-# make kind-e2e runs it with KIND, KUBECTL, HELM and PROM_CRDS set to what
-# it built (kind from hack/tools/kind, kubectl and helm as the suites use
+# make kind-e2e runs it with KIND, KUBECTL, HELM, PROM_CRDS and CHART (make
+# chart's package of this commit) set to what it built (kind from hack/tools/kind, kubectl and helm as the suites use
 # them). Needs docker, go, curl. Leaves the cluster for inspection when
 # KEEP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${KIND:?}" "${KUBECTL:?}" "${HELM:?}" "${PROM_CRDS:?}"
+: "${KIND:?}" "${KUBECTL:?}" "${HELM:?}" "${PROM_CRDS:?}" "${CHART:?}"
 
 cluster=${CLUSTER:-berth-e2e}
 image_repo=berth-e2e/berth
@@ -59,20 +59,32 @@ dump() {
   log "state at failure"
   "$kubectl" get pods -A -o wide || true
   "$kubectl" -n berth-system logs deploy/berth-scheduler --tail=100 || true
+  "$kubectl" -n kube-system logs "kube-scheduler-$cluster-control-plane" --tail=100 || true
   "$kubectl" get events -A --sort-by=.lastTimestamp | tail -40 || true
 }
 trap 'dump; cleanup' ERR
+# fail MESSAGE: a check that failed (an explicit exit fires no ERR trap).
+fail() {
+  echo "FAIL: $*" >&2
+  dump
+  exit 1
+}
 
 log "1. as the second scheduler, from the packaged chart"
 "$kubectl" apply --server-side -k manifests/crds
 "$kubectl" apply --server-side -f "$PROM_CRDS/monitoring.coreos.com_servicemonitors.yaml"
 "$kubectl" wait --for=condition=Established crd/servicemonitors.monitoring.coreos.com crd/elasticquotas.scheduling.x-k8s.io crd/podgroups.scheduling.x-k8s.io --timeout 60s
-"$helm" install berth-scheduler "$bin"/charts/berth-*.tgz --namespace berth-system --create-namespace \
+"$helm" install berth-scheduler "$CHART" --namespace berth-system --create-namespace \
   --set image.repository="$image_repo" --set image.tag="$image_tag" --set image.pullPolicy=Never \
   --set replicaCount=2 --set metrics.serviceMonitor.enabled=true --wait --timeout 5m
 "$helm" test berth-scheduler --namespace berth-system --timeout 3m
 
 log "pods through every plugin of the chart's default profile"
+# Pods that keep running (so that the quota's used stays): the pause image
+# every kind node holds for its sandboxes (the scheduler's image has no
+# long-running command).
+pause=$(docker exec "$cluster-worker" crictl images -o json | grep -o '"registry.k8s.io/pause:[^"]*"' | head -1 | tr -d '"')
+[[ -n $pause ]] || fail "no pause image on the kind node"
 "$kubectl" apply -f - <<'EOF'
 apiVersion: v1
 kind: Namespace
@@ -101,8 +113,7 @@ metadata:
 spec:
   schedulerName: berth-scheduler
   containers:
-  - {name: c, image: $image, command: ["/usr/local/bin/berth-scheduler", "--version"], resources: {requests: {cpu: 100m, memory: 64Mi}}}
-  restartPolicy: Never
+  - {name: c, image: $pause, imagePullPolicy: Never, resources: {requests: {cpu: 100m, memory: 64Mi}}}
 EOF
 done
 "$kubectl" apply -f - <<EOF
@@ -115,21 +126,30 @@ metadata:
 spec:
   schedulerName: berth-scheduler
   containers:
-  - {name: c, image: $image, command: ["/usr/local/bin/berth-scheduler", "--version"], resources: {requests: {cpu: 100m, memory: 64Mi}}}
-  restartPolicy: Never
+  - {name: c, image: $pause, imagePullPolicy: Never, resources: {requests: {cpu: 100m, memory: 64Mi}}}
 EOF
 "$kubectl" -n e2e-team wait --for=condition=PodScheduled pod/gang-1 pod/gang-2 pod/explained --timeout 2m
-"$kubectl" -n e2e-team get elasticquota team -o jsonpath='{.status.used.cpu}' | grep -q . \
-  || { echo "ElasticQuota team has no status.used" >&2; exit 1; }
+# ElasticQuota's status writer runs every 2 s: three pods of 100m.
+for _ in $(seq 30); do
+  [[ $("$kubectl" -n e2e-team get elasticquota team -o jsonpath='{.status.used.cpu}') == 300m ]] && break
+  sleep 2
+done
+[[ $("$kubectl" -n e2e-team get elasticquota team -o jsonpath='{.status.used.cpu}') == 300m ]] \
+  || fail "ElasticQuota team's status.used.cpu is not 300m"
 out=$("$bin/kubectl-berth" explain explained -n e2e-team)
 echo "$out"
 grep -q "$("$kubectl" -n e2e-team get pod explained -o jsonpath='{.spec.nodeName}')" <<<"$out" \
-  || { echo "kubectl berth explain does not name the pod's node" >&2; exit 1; }
+  || fail "kubectl berth explain does not name the pod's node"
 
 log "/metrics through the ServiceMonitor's path (its Service, its token)"
 secret=$("$kubectl" -n berth-system get servicemonitor berth-scheduler -o jsonpath='{.spec.endpoints[0].authorization.credentials.name}')
 token=$("$kubectl" -n berth-system get secret "$secret" -o jsonpath='{.data.token}' | base64 -d)
-"$kubectl" -n berth-system port-forward svc/berth-scheduler-metrics 10259:https >/dev/null 2>&1 &
+# The leader's pod (the standby has scheduled nothing): the Service's
+# endpoint that holds the Lease, named by the Lease's holder (hostname_uuid).
+leader=$("$kubectl" -n berth-system get lease berth-scheduler -o jsonpath='{.spec.holderIdentity}')
+leader=${leader%%_*}
+[[ -n $leader ]] || fail "no holder of the Lease berth-system/berth-scheduler"
+"$kubectl" -n berth-system port-forward "pod/$leader" 10259:10259 >/dev/null 2>&1 &
 forward=$!
 metrics=""
 for _ in $(seq 30); do
@@ -138,9 +158,9 @@ for _ in $(seq 30); do
 done
 code=$(curl -sk -o /dev/null -w '%{http_code}' https://127.0.0.1:10259/metrics || true)
 kill "$forward" 2>/dev/null || true
-[[ $code == 401 || $code == 403 ]] || { echo "an anonymous scrape got $code, not 401/403" >&2; exit 1; }
-grep -q '^berth_build_info' <<<"$metrics" || { echo "no berth_build_info on /metrics" >&2; exit 1; }
-grep -q '^scheduler_schedule_attempts_total' <<<"$metrics" || { echo "no scheduler_schedule_attempts_total on /metrics" >&2; exit 1; }
+[[ $code == 401 || $code == 403 ]] || fail "an anonymous scrape got $code, not 401/403"
+grep -q '^berth_build_info' <<<"$metrics" || fail "no berth_build_info on the leader's /metrics"
+grep -q '^scheduler_schedule_attempts_total' <<<"$metrics" || fail "no scheduler_schedule_attempts_total on the leader's /metrics"
 log "/metrics served with the ServiceMonitor's token, berth_ series present"
 "$helm" uninstall berth-scheduler --namespace berth-system --wait
 
@@ -160,8 +180,8 @@ for _ in $(seq 60); do
   sleep 5
 done
 "$kubectl" -n kube-system get pod "kube-scheduler-$node" -o jsonpath='{.spec.containers[0].image}' | grep -qx "$image" \
-  || { echo "the kubelet did not restart the scheduler with $image" >&2; exit 1; }
-"$kubectl" run e2e-default --image "$image" --restart Never --command -- /usr/local/bin/berth-scheduler --version
+  || fail "the kubelet did not restart the scheduler with $image"
+"$kubectl" run e2e-default --image "$pause" --image-pull-policy Never
 "$kubectl" wait --for=condition=PodScheduled pod/e2e-default --timeout 2m
 "$kubectl" -n kube-system logs "kube-scheduler-$node" | grep -m1 "Berth" || true
 log "done: the image ran as the second scheduler and as the control plane's"

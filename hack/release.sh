@@ -92,6 +92,10 @@ fi
 say "writing checksums.txt"
 (cd "$DIST" && find . -type f ! -name checksums.txt -printf '%P\n' | LC_ALL=C sort | xargs sha256sum > checksums.txt)
 
-"$VERIFY" -version "$BERTH_VERSION" -go "${GOTOOLCHAIN:?the Makefile exports go.mod's toolchain}" "$DIST"
+# Every binary is built with go.mod's toolchain (the Makefile exports it as
+# GOTOOLCHAIN), or with the Go on the PATH under make GO_TOOLCHAIN=local.
+want_go=${GOTOOLCHAIN:?GOTOOLCHAIN is exported by the Makefile from the toolchain line of go.mod}
+[[ $want_go == local ]] && want_go=$(go env GOVERSION)
+"$VERIFY" -version "$BERTH_VERSION" -go "$want_go" "$DIST"
 say "dist/ ($(du -sh "$DIST" | cut -f1)):"
 (cd "$DIST" && find . -type f -printf '%s\t%P\n' | LC_ALL=C sort -k2 | numfmt --field=1 --to=iec --suffix=B --padding=7)

@@ -31,7 +31,7 @@ func newRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 			"with a configuration (validate).\n\n" +
 			"Shell completion, pod names included: kubectl (1.26 and later) completes `kubectl berth` through an\n" +
 			"executable named kubectl_complete-berth on the PATH, which should run `kubectl-berth __complete \"$@\"`\n" +
-			"(see the README); `kubectl-berth completion bash|zsh|fish|powershell` prints a script for\n" +
+			"(see docs/kubectl-berth.md); `kubectl-berth completion bash|zsh|fish|powershell` prints a script for\n" +
 			"kubectl-berth run on its own.",
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -21,6 +21,12 @@ import (
 // link matches an inline Markdown link or image: [text](target "title").
 var link = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
 
+// codeSpan is inline code, whose brackets are not links.
+var codeSpan = regexp.MustCompile("`[^`]*`")
+
+// heading is an ATX heading: one to six #, a space, the text.
+var heading = regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
+
 // skipped are the folders not checked: build output and others' files.
 var skipped = map[string]bool{".git": true, "bin": true, "dist": true, "node_modules": true, "vendor": true}
 
@@ -84,7 +90,7 @@ func check(root string) ([]string, error) {
 			if fenced {
 				continue
 			}
-			for _, m := range link.FindAllStringSubmatch(line, -1) {
+			for _, m := range link.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
 				target := m[1]
 				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 					continue
@@ -134,11 +140,11 @@ func headings(page string) (map[string]bool, error) {
 			fenced = !fenced
 			continue
 		}
-		if fenced || !strings.HasPrefix(line, "#") {
+		m := heading.FindStringSubmatch(line)
+		if fenced || m == nil {
 			continue
 		}
-		text := strings.TrimSpace(strings.TrimLeft(line, "#"))
-		slug := Slug(text)
+		slug := Slug(m[1])
 		if k := seen[slug]; k > 0 {
 			anchors[fmt.Sprintf("%s-%d", slug, k)] = true
 		} else {

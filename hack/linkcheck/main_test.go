@@ -32,13 +32,13 @@ func TestCheckFindsMissingFilesAndAnchors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("README.md", "# Top\n## Install\n## Install\n[ok](docs/a.md#usage) [ok](#install-1) [ok](docs) [site](https://example.com/x)\n[gone](docs/b.md) [bad anchor](docs/a.md#nope) [bad here](#nope)\n```\n# not a heading\n```\n[code](#not-a-heading)\n")
+	write("README.md", "# Top\n## Install\n## Install\n[ok](docs/a.md#usage) [ok](#install-1) [ok](docs) [site](https://example.com/x)\n[gone](docs/b.md) [bad anchor](docs/a.md#nope) [bad here](#nope)\n```\n# not a heading\n```\n[code](#not-a-heading)\n#not-a-heading-either\n[x](#not-a-heading-either) `[in code](#nowhere)`\n")
 	write("docs/a.md", "# A\n## Usage\n[up](../README.md#top)\n")
 	problems, err := check(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(problems) != 4 {
-		t.Fatalf("want 4 problems (a missing file, two missing anchors, an anchor inside a code block), got %d:\n%q", len(problems), problems)
+	if len(problems) != 5 {
+		t.Fatalf("want 5 problems (a missing file, two missing anchors, an anchor inside a code block, a # without a space), got %d:\n%q", len(problems), problems)
 	}
 }

@@ -53,6 +53,12 @@ app.kubernetes.io/part-of: berth
 {{- end }}
 {{- end -}}
 
+{{/* The metrics Service's name, which is also Prometheus' job label the
+alerts select: <fullname>-metrics within a Service name's 63 characters. */}}
+{{- define "berth.metricsServiceName" -}}
+{{- printf "%s-metrics" (include "berth.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "berth.serviceAccountName" -}}
 {{- default (include "berth.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -126,9 +127,16 @@ var _ = Describe("the Helm chart (charts/berth)", func() {
 		Expect(err).To(MatchError(And(ContainSubstring("values don't meet the specifications of the schema"), ContainSubstring("replicas"), ContainSubstring("tags"))))
 	})
 
-	It("refuses the control plane scheduler's lease", func() {
-		_, err := helm("template", "kube-scheduler", filepath.Join(root, "charts", "berth"), "--namespace", "kube-system")
-		Expect(err).To(MatchError(ContainSubstring("kube-system/kube-scheduler is the control plane scheduler's lease")))
+	It("refuses the control plane scheduler's lease, however it is named", func() {
+		chart := filepath.Join(root, "charts", "berth")
+		for _, set := range []string{"leaderElection.resourceName=kube-scheduler", "fullnameOverride=kube-scheduler"} {
+			_, err := helm("template", "berth", chart, "--namespace", "kube-system", "--set", set)
+			Expect(err).To(MatchError(ContainSubstring("kube-system/kube-scheduler is the control plane scheduler's lease")), set)
+		}
+		// A release named kube-scheduler is kube-scheduler-berth: its own lease.
+		out, err := helm("template", "kube-scheduler", chart, "--namespace", "kube-system", "--show-only", "templates/config.yaml")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(ContainSubstring("resourceName: kube-scheduler-berth"))
 	})
 
 	It("gives helm test's pod the first profile's schedulerName, as the notes tell pods to use, when the profile names its own", func() {
@@ -396,7 +404,28 @@ var _ = Describe("The chart's names and labels", func() {
 			"--set", "topologySpreadConstraints[0].maxSkew=1,topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone,topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway",
 			"--set", "extraVolumes[0].name=serving-cert,extraVolumes[0].secret.secretName=sched-serving-cert",
 			"--set", "extraVolumeMounts[0].name=serving-cert,extraVolumeMounts[0].mountPath=/etc/berth-tls,extraVolumeMounts[0].readOnly=true",
-			"--set", "extraArgs={--tls-cert-file=/etc/berth-tls/tls.crt,--tls-private-key-file=/etc/berth-tls/tls.key}")
+			"--set", "extraArgs={--tls-cert-file=/etc/berth-tls/tls.crt,--tls-private-key-file=/etc/berth-tls/tls.key}",
+			"--set", "topologySpreadConstraints[1].maxSkew=1,topologySpreadConstraints[1].topologyKey=kubernetes.io/hostname,topologySpreadConstraints[1].whenUnsatisfiable=DoNotSchedule,topologySpreadConstraints[1].labelSelector.matchLabels.team=infra",
+			"--set", "metrics.service.enabled=true,metrics.prometheusRule.enabled=true")
+		// The alerts select the metrics Service's job, whatever the names.
+		var service string
+		var rules []byte
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "Service":
+				service = o.GetName()
+			case "PrometheusRule":
+				var err error
+				rules, err = o.MarshalJSON()
+				Expect(err).NotTo(HaveOccurred())
+			}
+		}
+		Expect(service).To(Equal("sched-metrics"))
+		jobs := regexp.MustCompile(`job=\\"([^\\]*)\\"`).FindAllSubmatch(rules, -1)
+		Expect(jobs).NotTo(BeEmpty())
+		for _, j := range jobs {
+			Expect(string(j[1])).To(Equal(service), "an alert selects another job than the metrics Service's")
+		}
 		var found bool
 		for _, o := range objs {
 			if o.GetKind() == "CustomResourceDefinition" {
@@ -411,9 +440,10 @@ var _ = Describe("The chart's names and labels", func() {
 			var d appsv1.Deployment
 			Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d)).To(Succeed())
 			Expect(d.Spec.Template.Labels).To(HaveKeyWithValue("team", "infra"))
-			Expect(d.Spec.Template.Spec.TopologySpreadConstraints).To(ConsistOf(And(
-				HaveField("TopologyKey", "topology.kubernetes.io/zone"),
-				HaveField("LabelSelector.MatchLabels", Equal(d.Spec.Selector.MatchLabels)))))
+			Expect(d.Spec.Template.Spec.TopologySpreadConstraints).To(ConsistOf(
+				And(HaveField("TopologyKey", "topology.kubernetes.io/zone"), HaveField("LabelSelector.MatchLabels", Equal(d.Spec.Selector.MatchLabels))),
+				And(HaveField("TopologyKey", "kubernetes.io/hostname"), HaveField("LabelSelector.MatchLabels", Equal(map[string]string{"team": "infra"}))),
+			), "a constraint's own labelSelector is kept as given")
 			Expect(d.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("Secret.SecretName", "sched-serving-cert")))
 			c := d.Spec.Template.Spec.Containers[0]
 			Expect(c.VolumeMounts).To(ContainElement(HaveField("MountPath", "/etc/berth-tls")))

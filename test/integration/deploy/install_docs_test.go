@@ -40,44 +40,54 @@ func shellBlocks(page string) (blocks []string, skipped int) {
 	return blocks, skipped
 }
 
-// The install guide as an operator follows it: every shell block of
-// docs/install.md, in order, with the kubectl and helm built here, against
-// an API server of its own (the suite's holds the kustomize base's objects
-// already, which a helm install would refuse to adopt). The image and the
-// release's URLs point at this checkout. A block marked "not run by make
-// test" (a kubelet's or a node's work) is skipped and says why.
+// runGuide runs every shell block of page (a path under the repository)
+// in order, as an operator follows it, with the kubectl and helm built
+// here, against an API server of its own (the suite's holds the kustomize
+// base's objects already, which a helm install would refuse to adopt);
+// setup runs first. The image and the release's URLs point at this
+// checkout. A block marked "not run by make test" (a kubelet's or a node's
+// work) is skipped and says why. It returns the control plane.
+func runGuide(ctx SpecContext, page string, wantRun, wantSkipped int, setup func(*sandbox.ControlPlane)) *sandbox.ControlPlane {
+	GinkgoHelper()
+	raw, err := os.ReadFile(filepath.Join(root, page))
+	Expect(err).NotTo(HaveOccurred())
+	blocks, skipped := shellBlocks(string(raw))
+	Expect(blocks).To(HaveLen(wantRun), "%s's blocks changed: check this spec still checks what they install", page)
+	Expect(skipped).To(Equal(wantSkipped))
+	Expect(strings.Count(string(raw), "<!-- not run")).To(Equal(skipped), "a not-run marker away from its block, or without a reason")
+
+	cp, err := sandbox.StartControlPlane()
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(cp.Stop)
+	if setup != nil {
+		setup(cp)
+	}
+	bin := GinkgoT().TempDir()
+	kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
+	Expect(kubectl).To(BeAnExistingFile(), "kubectl is built into KUBEBUILDER_ASSETS by make envtest-bin")
+	Expect(os.Symlink(kubectl, filepath.Join(bin, "kubectl"))).To(Succeed())
+	Expect(os.Symlink(os.Getenv("HELM"), filepath.Join(bin, "helm"))).To(Succeed())
+	home := GinkgoT().TempDir()
+	repl := strings.NewReplacer(
+		"<registry>/berth", "registry.example/berth",
+		"<tag>", "v0.1.0-test",
+		"https://raw.githubusercontent.com/berth-scheduler/berth/v0.1.0/", root+"/")
+	for i, b := range blocks {
+		cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", repl.Replace(b))
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+cp.Kubeconfig,
+			"HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, "cache"), "XDG_CONFIG_HOME="+filepath.Join(home, "config"), "XDG_DATA_HOME="+filepath.Join(home, "data"))
+		out, err := cmd.CombinedOutput()
+		GinkgoWriter.Printf("%s block %d:\n%s\n%s\n", page, i+1, b, out)
+		Expect(err).NotTo(HaveOccurred(), "%s block %d:\n%s\n%s", page, i+1, b, out)
+	}
+	return cp
+}
+
+// Every install, upgrade and uninstall command the docs show, run as shown.
 var _ = Describe("the install guide", func() {
 	It("runs every install, upgrade and uninstall command docs/install.md shows", func(ctx SpecContext) {
-		raw, err := os.ReadFile(filepath.Join(root, "docs", "install.md"))
-		Expect(err).NotTo(HaveOccurred())
-		blocks, skipped := shellBlocks(string(raw))
-		Expect(blocks).To(HaveLen(8), "the guide's blocks changed: check this spec still checks what they install")
-		Expect(skipped).To(Equal(3))
-		Expect(strings.Count(string(raw), "<!-- not run")).To(Equal(skipped), "a not-run marker away from its block, or without a reason")
-
-		cp, err := sandbox.StartControlPlane()
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(cp.Stop)
-		bin := GinkgoT().TempDir()
-		kubectl := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl")
-		Expect(kubectl).To(BeAnExistingFile(), "kubectl is built into KUBEBUILDER_ASSETS by make envtest-bin")
-		Expect(os.Symlink(kubectl, filepath.Join(bin, "kubectl"))).To(Succeed())
-		Expect(os.Symlink(os.Getenv("HELM"), filepath.Join(bin, "helm"))).To(Succeed())
-		home := GinkgoT().TempDir()
-		repl := strings.NewReplacer(
-			"<registry>/berth", "registry.example/berth",
-			"<tag>", "v0.1.0-test",
-			"https://raw.githubusercontent.com/berth-scheduler/berth/v0.1.0/", root+"/")
-		for i, b := range blocks {
-			cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", repl.Replace(b))
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+cp.Kubeconfig,
-				"HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, "cache"), "XDG_CONFIG_HOME="+filepath.Join(home, "config"), "XDG_DATA_HOME="+filepath.Join(home, "data"))
-			out, err := cmd.CombinedOutput()
-			GinkgoWriter.Printf("docs/install.md block %d:\n%s\n%s\n", i+1, b, out)
-			Expect(err).NotTo(HaveOccurred(), "docs/install.md block %d:\n%s\n%s", i+1, b, out)
-		}
-
+		cp := runGuide(ctx, "docs/install.md", 8, 3, nil)
 		// What the guide says it leaves: the CRDs served, the kustomize
 		// base's scheduler, the quota for its priority class and the
 		// control plane's extra role.
@@ -91,5 +101,30 @@ var _ = Describe("the install guide", func() {
 		Expect(err).NotTo(HaveOccurred())
 		_, err = cp.Client.RbacV1().ClusterRoles().Get(ctx, "berth:kube-scheduler", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("runs the README's install commands", func(ctx SpecContext) {
+		cp := runGuide(ctx, "README.md", 1, 1, nil)
+		d, err := cp.Client.AppsV1().Deployments("berth-system").Get(ctx, "berth-scheduler", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(d.Spec.Template.Spec.Containers[0].Image).To(Equal("registry.example/berth:v0.1.0-test"))
+	})
+
+	It("runs docs/monitoring.md's install commands, with prometheus-operator's CRDs the page says the chart needs", func(ctx SpecContext) {
+		cp := runGuide(ctx, "docs/monitoring.md", 2, 0, func(cp *sandbox.ControlPlane) {
+			for _, f := range []string{"monitoring.coreos.com_servicemonitors.yaml", "monitoring.coreos.com_prometheusrules.yaml"} {
+				crds, err := sandbox.ReadObjects(filepath.Join(os.Getenv("BERTH_MONITORING_CRDS"), f))
+				Expect(err).NotTo(HaveOccurred())
+				Expect(cp.Apply(ctx, crds, false)).To(Succeed())
+			}
+			Eventually(func(g Gomega) {
+				served, err := cp.Client.Discovery().ServerResourcesForGroupVersion("monitoring.coreos.com/v1")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(served.APIResources).To(ContainElements(HaveField("Name", "servicemonitors"), HaveField("Name", "prometheusrules")))
+			}, "30s").Should(Succeed())
+		})
+		crb, err := cp.Client.RbacV1().ClusterRoleBindings().Get(ctx, "berth-scheduler:berth-system:metrics-reader", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(crb.Subjects).To(ConsistOf(And(HaveField("Name", "prometheus-k8s"), HaveField("Namespace", "monitoring"))), "the scrape class's upgrade binds Prometheus' own ServiceAccount")
 	})
 })
