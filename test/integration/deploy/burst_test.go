@@ -37,7 +37,9 @@ var _ = Describe("a 1,000-pod burst through the chart's default profile", Label(
 			name := fmt.Sprintf("burst-node-%03d", i)
 			_, err := sandbox.CreateNode(ctx, c, sandbox.NodeSpec{Name: name, CPU: "64", Memory: "256Gi"})
 			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func(ctx SpecContext) { Expect(c.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed()) })
+			DeferCleanup(func(ctx SpecContext) {
+				Expect(c.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+			})
 		}
 		// The CRDs ElasticQuota and Coscheduling read, once (applyRendered
 		// would delete them when the spec ends, once per rate).
