@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -269,16 +270,25 @@ func (w *watcher) nominatedAround(p *v1.Pod, t time.Time, window time.Duration) 
 // the foreign pod lives (later: not judged yet).
 func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.Quantity) (foreign bool, who string, later bool) {
 	var pods []*v1.Pod
+	total := resource.Quantity{}
 	for _, o := range w.pods.List() {
 		if p := o.(*v1.Pod); p.Spec.NodeName == node && active(p) {
 			pods = append(pods, p)
+			total.Add(podRequests(p)[r])
 		}
+	}
+	// The informer's store moves between the usage the check read and this
+	// second read: a pod that ended or left in between leaves the node
+	// within its room, and the overrun is judged again at the next check
+	// (or not at all), never called a violation on a read that shows none.
+	if total.Cmp(alloc) <= 0 {
+		return false, "", true
 	}
 	for _, p := range pods {
 		foreign = foreign || p.Labels[foreignLabel] != ""
 	}
 	if !foreign {
-		return false, "", false
+		return false, "no foreign pod on the node: " + w.boundOrder(pods), false
 	}
 	sortByBound(pods, w.boundAt)
 	sum := resource.Quantity{}
@@ -326,7 +336,22 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 			return false, who + ": " + v.why, false
 		}
 	}
-	return false, "", false
+	return false, "never over in bound order: " + w.boundOrder(pods), false
+}
+
+// boundOrder lists pods as the judge ordered them, for a violation's
+// message: name, requests, when this watcher saw each bound.
+func (w *watcher) boundOrder(pods []*v1.Pod) string {
+	parts := make([]string, 0, len(pods))
+	for _, p := range pods {
+		at := "not seen bound"
+		if t, ok := w.boundAt[p.UID]; ok {
+			at = t.UTC().Format("15:04:05.000")
+		}
+		req := podRequests(p)[v1.ResourceCPU]
+		parts = append(parts, fmt.Sprintf("%s/%s cpu %s bound %s", p.Namespace, p.Name, req.String(), at))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // raceVerdict: whether a Berth pod's overcommit beside a foreign pod was a
