@@ -7,7 +7,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io/fs"
 	"os"
@@ -67,30 +66,37 @@ func check(root string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each page is read once: for its links, and for its anchors when a
+	// link names one.
+	texts := map[string]string{}
+	read := func(page string) (string, error) {
+		if t, ok := texts[page]; ok {
+			return t, nil
+		}
+		raw, err := os.ReadFile(page)
+		texts[page] = string(raw)
+		return string(raw), err
+	}
 	anchors := map[string]map[string]bool{}
 	anchorsOf := func(page string) (map[string]bool, error) {
 		if a, ok := anchors[page]; ok {
 			return a, nil
 		}
-		a, err := headings(page)
-		anchors[page] = a
-		return a, err
-	}
-	var problems []string
-	for _, page := range pages {
-		raw, err := os.ReadFile(page)
+		text, err := read(page)
 		if err != nil {
 			return nil, err
 		}
-		fenced := false
-		for n, line := range strings.Split(string(raw), "\n") {
-			if strings.HasPrefix(strings.TrimSpace(line), "```") {
-				fenced = !fenced
-			}
-			if fenced {
-				continue
-			}
-			for _, m := range link.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, ""), -1) {
+		anchors[page] = headings(text)
+		return anchors[page], nil
+	}
+	var problems []string
+	for _, page := range pages {
+		text, err := read(page)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range prose(text) {
+			for _, m := range link.FindAllStringSubmatch(codeSpan.ReplaceAllString(l.text, ""), -1) {
 				target := m[1]
 				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 					continue
@@ -100,7 +106,7 @@ func check(root string) ([]string, error) {
 				if file != "" {
 					dest = filepath.Join(filepath.Dir(page), file)
 					if _, err := os.Stat(dest); err != nil {
-						problems = append(problems, fmt.Sprintf("%s:%d: %s: no such file", page, n+1, target))
+						problems = append(problems, fmt.Sprintf("%s:%d: %s: no such file", page, l.n, target))
 						continue
 					}
 				}
@@ -112,7 +118,7 @@ func check(root string) ([]string, error) {
 					return nil, err
 				}
 				if !a[anchor] {
-					problems = append(problems, fmt.Sprintf("%s:%d: %s: no heading with that anchor in %s", page, n+1, target, dest))
+					problems = append(problems, fmt.Sprintf("%s:%d: %s: no heading with that anchor in %s", page, l.n, target, dest))
 				}
 			}
 		}
@@ -121,27 +127,37 @@ func check(root string) ([]string, error) {
 	return problems, nil
 }
 
-// headings are the anchors GitHub gives a page's headings (outside code
-// blocks): slug, then slug-1, slug-2 for repeats.
-func headings(page string) (map[string]bool, error) {
-	f, err := os.Open(page)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	anchors := map[string]bool{}
-	seen := map[string]int{}
+// line is a line of a page and its number (from 1).
+type line struct {
+	n    int
+	text string
+}
+
+// prose is a page's lines outside fenced code blocks (the fences too are
+// left out): what holds its links and headings.
+func prose(page string) []line {
+	var out []line
 	fenced := false
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+	for i, text := range strings.Split(page, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(text), "```") {
 			fenced = !fenced
 			continue
 		}
-		m := heading.FindStringSubmatch(line)
-		if fenced || m == nil {
+		if !fenced {
+			out = append(out, line{n: i + 1, text: text})
+		}
+	}
+	return out
+}
+
+// headings are the anchors GitHub gives a page's headings (outside code
+// blocks): slug, then slug-1, slug-2 for repeats.
+func headings(page string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	for _, l := range prose(page) {
+		m := heading.FindStringSubmatch(l.text)
+		if m == nil {
 			continue
 		}
 		slug := Slug(m[1])
@@ -152,7 +168,7 @@ func headings(page string) (map[string]bool, error) {
 		}
 		seen[slug]++
 	}
-	return anchors, s.Err()
+	return anchors
 }
 
 // Slug is GitHub's anchor of a heading: lower case, code spans and link
