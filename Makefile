@@ -125,12 +125,16 @@ KUSTOMIZE_MOD := hack/tools/kustomize
 KUSTOMIZE_VERSION := $(shell cd $(KUSTOMIZE_MOD) && $(GO) list -m -f '{{.Version}}' sigs.k8s.io/kustomize/kustomize/v5)
 KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
 
+# required-version DIR,MODULE: the version of MODULE that DIR/go.mod
+# requires, read from the file (no go command run at every make).
+required-version = $(shell awk '$$1 == "$(2)" { print $$2 }' $(1)/go.mod)
+
 # vulncheck (hack/tools/vuln): govulncheck's library against the Go
 # vulnerability database built from the golang.org/x/vulndb module its
 # go.mod pins (make vulncheck; VULNDB_URL=https://vuln.go.dev checks the
 # live database instead, as the GitHub workflows do).
 VULN_MOD := hack/tools/vuln
-VULNDB_VERSION := $(shell awk '$$1 == "golang.org/x/vulndb" { print $$2 }' $(VULN_MOD)/go.mod)
+VULNDB_VERSION := $(call required-version,$(VULN_MOD),golang.org/x/vulndb)
 VULNCHECK := $(BIN)/vulncheck
 VULNDB := $(BIN)/vulndb-$(VULNDB_VERSION)
 VULNDB_URL ?= file://$(VULNDB)
@@ -139,14 +143,14 @@ VULNDB_URL ?= file://$(VULNDB)
 # krew's own types), krew's validate-krew-manifest and krew itself, which
 # make release runs on dist/berth.yaml.
 KREW_MOD := hack/tools/krew
-KREW_VERSION := $(shell awk '$$1 == "sigs.k8s.io/krew" { print $$2 }' $(KREW_MOD)/go.mod)
+KREW_VERSION := $(call required-version,$(KREW_MOD),sigs.k8s.io/krew)
 KREW_GEN := $(BIN)/berth-krew
 KREW_BIN := $(BIN)/krew-$(KREW_VERSION)
 KREW_VALIDATE := $(BIN)/validate-krew-manifest-$(KREW_VERSION)
 
 # kind (hack/tools/kind), for make kind-e2e (the GitHub workflow's kind job).
 KIND_MOD := hack/tools/kind
-KIND_VERSION := $(shell awk '$$1 == "sigs.k8s.io/kind" { print $$2 }' $(KIND_MOD)/go.mod)
+KIND_VERSION := $(call required-version,$(KIND_MOD),sigs.k8s.io/kind)
 KIND := $(BIN)/kind-$(KIND_VERSION)
 
 GOLANGCI_LINT_VERSION := v2.15.0

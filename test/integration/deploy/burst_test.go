@@ -1,8 +1,8 @@
 package deploy
 
 import (
+	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
 )
@@ -58,23 +59,11 @@ var _ = Describe("a 1,000-pod burst through the chart's default profile", Label(
 				fmt.Sprintf("clientConnection.qps=%d,clientConnection.burst=%d,schedulerName=%s", r.qps, r.burst, release))
 			Expect(env.Apply(ctx, []*unstructured.Unstructured{namespace(release)}, false)).To(Succeed())
 			applyRendered(ctx, objs, rbacKinds...)
-			var wg sync.WaitGroup
-			errs := make(chan error, pods)
-			for w := range 20 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := w; i < pods; i += 20 {
-						_, err := sandbox.CreatePod(ctx, c, sandbox.PodSpec{Namespace: release, Name: fmt.Sprintf("p-%04d", i), SchedulerName: release, CPU: "10m", Memory: "16Mi"})
-						if err != nil {
-							errs <- err
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			Expect(errs).To(BeEmpty())
+			errs := make([]error, pods)
+			workqueue.ParallelizeUntil(ctx, 20, pods, func(i int) {
+				_, errs[i] = sandbox.CreatePod(ctx, c, sandbox.PodSpec{Namespace: release, Name: fmt.Sprintf("p-%04d", i), SchedulerName: release, CPU: "10m", Memory: "16Mi"})
+			})
+			Expect(errors.Join(errs...)).To(Succeed())
 
 			p, logPath := startRendered(objs, "system:serviceaccount:"+release+":"+release, release)
 			var first, last time.Time
