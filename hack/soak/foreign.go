@@ -284,13 +284,13 @@ func (w *watcher) foreignOverrun(node string, r v1.ResourceName, alloc resource.
 	if total.Cmp(alloc) <= 0 {
 		return false, "", true
 	}
+	sortByBound(pods, w.boundAt)
 	for _, p := range pods {
 		foreign = foreign || p.Labels[foreignLabel] != ""
 	}
 	if !foreign {
 		return false, "no foreign pod on the node: " + w.boundOrder(pods), false
 	}
-	sortByBound(pods, w.boundAt)
 	sum := resource.Quantity{}
 	var lastForeign time.Time
 	var lastForeignUID types.UID
