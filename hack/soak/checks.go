@@ -228,7 +228,8 @@ var preemptedBy = regexp.MustCompile(`^Preempted by \S+ ([0-9a-f-]{36}) on node 
 // namespace with a quota, and then the victim's namespace was above its
 // min in a resource the preemptor asks for, counting as still there every
 // pod a preemption evicted around then and the pods it had reserved
-// (pending, nominated). An eviction within settle of either namespace's
+// (pending, nominated), at its largest in the evictionWindow before the
+// event (the decision came before it). An eviction within settle of either namespace's
 // quota changing is counted, not judged (decided by the old quota).
 func (w *watcher) preempted(e *v1.Event) {
 	if e.Reason != "Preempted" || e.InvolvedObject.Kind != "Pod" {
@@ -346,14 +347,39 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 	if !counted[victim.UID] {
 		addTo(before, podRequests(victim))
 	}
+	// The preemption decided before its event arrived, by up to
+	// evictionWindow on a throttled replica, and a pod of the namespace
+	// may have ended in between (a Job's pod completing, a deletion): its
+	// use at each check within that window before the event (every active
+	// pod, being deleted or not) bounds the use the plugin saw too.
+	for _, h := range w.usedHistory[victim.Namespace] {
+		if h.at.After(ev.at) || ev.at.Sub(h.at) > evictionWindow {
+			continue
+		}
+		for r, x := range h.all {
+			if b, ok := before[r]; !ok || x.Cmp(b) > 0 {
+				before[r] = x.DeepCopy()
+			}
+		}
+	}
+	// Pending pods the scheduler may have held reserved then (a gang's
+	// members at Permit, a binding waiting on the client's rate limiter):
+	// not counted, named in a violation's message.
+	var pending []string
+	for _, o := range objs {
+		if p := o.(*v1.Pod); p.Spec.NodeName == "" && !counted[p.UID] && !terminal(p) && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0 && p.CreationTimestamp.Time.Before(ev.at) {
+			pending = append(pending, fmt.Sprintf("%s (%s)", p.Name, resources(podRequests(p))))
+		}
+	}
 	for r, x := range podRequests(preemptor) {
 		mn, ok := q.Spec.Min[r]
 		if b := before[r]; !x.IsZero() && ok && b.Cmp(mn) > 0 {
 			return
 		}
 	}
-	w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s of namespace %s evicted to reclaim for %s, but %s used %s, not above its min %s in a resource %s asks for (%s)",
-		vid, victim.Namespace, pid, victim.Namespace, resources(before), resources(q.Spec.Min), pid, resources(podRequests(preemptor))), "pod "+vid, "pod "+pid, "elasticquota "+q.Namespace+"/"+q.Name)
+	sort.Strings(pending)
+	w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s of namespace %s evicted to reclaim for %s, but %s used %s, not above its min %s in a resource %s asks for (%s); its pending pods then, not counted: %d %v",
+		vid, victim.Namespace, pid, victim.Namespace, resources(before), resources(q.Spec.Min), pid, resources(podRequests(preemptor)), len(pending), pending), "pod "+vid, "pod "+pid, "elasticquota "+q.Namespace+"/"+q.Name)
 }
 
 // leavingBefore: p's deletion was requested more than 2 s before at (its

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+)
+
+// A reclaim is judged against the victim namespace's use when the
+// preemption decided, which came before its event by up to evictionWindow:
+// a pod of that namespace that ended between the decision and the judgement
+// (a Job's pod completing) counted then.
+func TestEvictionJudgesTheUseBeforeTheEvent(t *testing.T) {
+	at := time.Unix(1000, 0)
+	cpu := func(c string) v1.ResourceList { return v1.ResourceList{v1.ResourceCPU: resource.MustParse(c)} }
+	for _, tc := range []struct {
+		name    string
+		history []usedSample
+		want    bool // a violation
+	}{{
+		name: "nothing more was there before the event: a reclaim below min",
+		want: true,
+	}, {
+		name:    "a pod that ended 3s before the event took the namespace above its min then",
+		history: []usedSample{{at: at.Add(-3 * time.Second), all: cpu("4500m")}, {at: at.Add(-time.Second), all: cpu("3500m")}},
+	}, {
+		name:    "above its min only longer than evictionWindow before the event",
+		history: []usedSample{{at: at.Add(-evictionWindow - time.Second), all: cpu("4500m")}, {at: at.Add(-time.Second), all: cpu("3500m")}},
+		want:    true,
+	}, {
+		name:    "above its min only after the event",
+		history: []usedSample{{at: at.Add(time.Second), all: cpu("4500m")}},
+		want:    true,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &watcher{
+				pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+				quotas: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+				pdbs:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+				quotaChanged: map[string]time.Time{}, nominationEnded: map[types.UID]time.Time{}, gone: map[types.UID]gonePod{},
+				usedHistory: map[string][]usedSample{"team-a": tc.history},
+				meters:      map[string]*meter{}, reported: map[string]bool{}, first: make(chan struct{}), start: at,
+			}
+			for _, ns := range []string{"team-a", "team-b"} {
+				q := &schedv1alpha1.ElasticQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota"}, Spec: schedv1alpha1.ElasticQuotaSpec{Min: cpu("4")}}
+				if err := w.quotas.Add(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			victim := st.MakePod().Namespace("team-a").Name("victim").UID("victim").Node("n1").Req(map[v1.ResourceName]string{"cpu": "1"}).Obj()
+			victim.DeletionTimestamp = &metav1.Time{Time: at}
+			other := st.MakePod().Namespace("team-a").Name("other").UID("other").Node("n1").Req(map[v1.ResourceName]string{"cpu": "2500m"}).Obj()
+			preemptor := st.MakePod().Namespace("team-b").Name("preemptor").UID("preemptor").Req(map[v1.ResourceName]string{"cpu": "1"}).Obj()
+			for _, p := range []*v1.Pod{victim, other, preemptor} {
+				if err := w.pods.Add(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w.victims = []victimRecord{{victim: "victim", preemptor: "preemptor", at: at}}
+			w.judgeEviction(evictionEvent{victim: "victim", preemptor: "preemptor", ns: "team-a", name: "victim", at: at, victimPod: victim, preemptorPod: preemptor})
+			if got := len(w.violations) > 0; got != tc.want {
+				t.Fatalf("violation %v, want %v: %v", got, tc.want, w.violations)
+			}
+			if tc.want && !strings.Contains(w.violations[0].Message, "team-a used cpu=3500m") {
+				t.Errorf("message %q does not give the use judged", w.violations[0].Message)
+			}
+		})
+	}
+}
