@@ -42,9 +42,9 @@ func TestEvictionJudgesTheUseBeforeTheEvent(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &watcher{
-				pods: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
-				quotas: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
-				pdbs:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+				pods:         cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+				quotas:       cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+				pdbs:         cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 				quotaChanged: map[string]time.Time{}, nominationEnded: map[types.UID]time.Time{}, gone: map[types.UID]gonePod{},
 				usedHistory: map[string][]usedSample{"team-a": tc.history},
 				meters:      map[string]*meter{}, reported: map[string]bool{}, first: make(chan struct{}), start: at,
