@@ -13,21 +13,32 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
 const (
-	// queueSize bounds the explanations waiting to be written; past it they
-	// are dropped and counted (scheduling never waits for them).
+	// queueSize bounds the pods whose explanations wait to be written; past
+	// it a new pod's explanation is dropped and counted (scheduling never
+	// waits for them).
 	queueSize = 256
 	// writeTimeout bounds one write (with its retries).
 	writeTimeout = 10 * time.Second
+	// queueRetries: a queued explanation whose write failed on an error
+	// that may pass is tried again this many times, on the queue's
+	// per-item backoff, unless a newer one of the pod replaces it.
+	queueRetries = 3
 )
 
 // writeBackoff spaces the tries of a placement's write: six, 0.1 to 1.6s
 // apart (3.1s of waiting in all), within writeTimeout.
 var writeBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 6}
+
+// queueBackoff spaces a queued explanation's retries: 0.5, 1, 2 s.
+func queueBackoff() workqueue.TypedRateLimiter[types.UID] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](500*time.Millisecond, 10*time.Second)
+}
 
 type item struct {
 	pod     *v1.Pod
@@ -39,37 +50,54 @@ type item struct {
 }
 
 // writer writes explanations off the scheduling goroutine (a pending pod's
-// from its queue, a placement's in the binding cycle): the annotation
-// by a merge patch of pods/status (which upstream's system:kube-scheduler
-// role may patch; pods it may not), and an event.
+// from a client-go workqueue keyed by the pod's UID, a placement's in the
+// binding cycle): the annotation by a merge patch of pods/status (which
+// upstream's system:kube-scheduler role may patch; pods it may not), and an
+// event.
 //
-// The two paths race: a pending explanation can wait in the queue while the
-// pod's next cycle places it and its binding cycle writes the placement. So
-// an explanation older than the pod's placement is never written (counted
-// as superseded), and a placement's write waits for a queued write of the
-// same pod already under way: a bound pod never ends with a pending
-// explanation, whether or not its placement was explained.
+// The queue holds a pod once: a newer explanation of a pod waiting there
+// replaces the older (counted as superseded), and one worker writes them,
+// so one pod's queued writes never overlap. The two paths race: a pending
+// explanation can wait in the queue while the pod's next cycle places it
+// and its binding cycle writes the placement. So an explanation older than
+// the pod's placement is never written (counted as superseded), and a
+// placement's write waits for a queued write of the same pod under way: a
+// bound pod never ends with a pending explanation, whether or not its
+// placement was explained.
 type writer struct {
 	fh    fwk.Handle
-	queue chan item
+	queue workqueue.TypedRateLimitingInterface[types.UID]
 	seq   atomic.Uint64
-	// queued maps a pod's UID to the seq of its newest queued explanation;
-	// placed, to the seq of its newest placement (taken at Reserve) while
-	// an older explanation was queued: what the queue holds for it then is
-	// stale. Both are forgotten when the pod is deleted.
-	queued, placed sync.Map
 
-	// mu guards inflight, the pod whose queued explanation run is writing
-	// (one at a time), and done, closed when that write ends.
-	mu       sync.Mutex
+	// mu guards what follows.
+	mu sync.Mutex
+	// pending holds each queued pod's newest explanation.
+	pending map[types.UID]item
+	// placed maps a pod's UID to the seq of its newest placement (taken at
+	// Reserve) while an explanation of it was queued or being written:
+	// such an explanation older than it is stale. Forgotten when the pod
+	// is deleted.
+	placed map[types.UID]uint64
+	// inflight is the pod whose queued explanation is being written, done
+	// closed when that write ends.
 	inflight types.UID
 	done     chan struct{}
 }
 
 func newWriter(ctx context.Context, fh fwk.Handle) *writer {
-	w := &writer{fh: fh, queue: make(chan item, queueSize)}
+	w := newQueue(fh)
+	go func() {
+		<-ctx.Done()
+		w.queue.ShutDown()
+	}()
 	go w.run(ctx)
 	return w
+}
+
+// newQueue is a writer that nothing runs yet (newWriter starts it).
+func newQueue(fh fwk.Handle) *writer {
+	return &writer{fh: fh, pending: map[types.UID]item{}, placed: map[types.UID]uint64{},
+		queue: workqueue.NewTypedRateLimitingQueue(queueBackoff())}
 }
 
 // next numbers an explanation; call it in the scheduling cycle that made it.
@@ -83,21 +111,29 @@ func (w *writer) next() uint64 { return w.seq.Add(1) }
 // of that rejection may still be queued later, numbered as of the
 // Unreserve: mark the placement either way.
 func (w *writer) placing(uid types.UID, unreserved bool) {
-	if _, ok := w.queued.Load(uid); ok || unreserved {
-		w.placed.Store(uid, w.next())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, queued := w.pending[uid]; queued || w.inflight == uid || unreserved {
+		if w.placed == nil {
+			w.placed = map[types.UID]uint64{}
+		}
+		w.placed[uid] = w.next()
 	}
 }
 
 // forget drops what the writer remembers of a deleted pod.
 func (w *writer) forget(uid types.UID) {
-	w.queued.Delete(uid)
-	w.placed.Delete(uid)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.pending, uid)
+	delete(w.placed, uid)
 }
 
 // superseded: the pod was placed in a cycle after the one that made it.
+// w.mu must be held.
 func (w *writer) superseded(it item) bool {
-	newest, ok := w.placed.Load(it.pod.UID)
-	return ok && newest.(uint64) > it.seq
+	newest, ok := w.placed[it.pod.UID]
+	return ok && newest > it.seq
 }
 
 // enqueue hands an explanation over, never blocking.
@@ -113,50 +149,78 @@ func (w *writer) enqueueAs(ctx context.Context, pod *v1.Pod, r *Result, summary 
 		seq = w.next()
 	}
 	it := item{pod: pod, result: r, summary: summary, seq: seq}
-	w.queued.Store(pod.UID, it.seq) // before the writer can take it
-	select {
-	case w.queue <- it:
-	default:
-		w.queued.CompareAndDelete(pod.UID, it.seq)
+	w.mu.Lock()
+	old, queued := w.pending[pod.UID]
+	switch {
+	case !queued && len(w.pending) >= queueSize:
+		w.mu.Unlock()
 		writes.WithLabelValues("dropped").Inc()
 		klog.FromContext(ctx).V(2).Info("Explain: write queue full, explanation dropped", "pod", klog.KObj(pod))
+		return
+	case queued && old.seq > it.seq:
+		// Made from an earlier moment than the one waiting: stale.
+		w.mu.Unlock()
+		writes.WithLabelValues("superseded").Inc()
+		return
 	}
+	w.pending[pod.UID] = it
+	w.mu.Unlock()
+	if queued {
+		writes.WithLabelValues("superseded").Inc()
+	}
+	w.queue.Add(pod.UID)
 }
 
 func (w *writer) run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case it := <-w.queue:
-			w.writeQueued(ctx, logger, it)
-			w.queued.CompareAndDelete(it.pod.UID, it.seq)
-		}
+	for w.writeNext(ctx, logger) {
 	}
 }
 
-// writeQueued writes a pending explanation, tried once, unless the pod was
-// placed since it was made. The check and the mark of the write under way
-// are one step under mu: a placement either is seen here or, reserved
-// after it, finds this write under way and waits for it.
-func (w *writer) writeQueued(ctx context.Context, logger klog.Logger, it item) {
+// writeNext writes the next pod's queued explanation, tried once, unless
+// the pod was placed since it was made; false once the queue is shut down.
+// The check and the mark of the write under way are one step under mu: a
+// placement either is seen here or, reserved after it, finds this write
+// under way and waits for it. A write that failed on an error that may pass
+// is queued again with backoff, queueRetries times at most, unless a newer
+// explanation of the pod is queued meanwhile.
+func (w *writer) writeNext(ctx context.Context, logger klog.Logger) bool {
+	uid, shutdown := w.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer w.queue.Done(uid)
 	w.mu.Lock()
-	if w.superseded(it) {
+	it, ok := w.pending[uid]
+	delete(w.pending, uid)
+	switch {
+	case !ok: // the pod was deleted
 		w.mu.Unlock()
+		w.queue.Forget(uid)
+		return true
+	case w.superseded(it):
+		w.mu.Unlock()
+		w.queue.Forget(uid)
 		writes.WithLabelValues("superseded").Inc()
 		logger.V(4).Info("Explain: explanation superseded by the pod's placement", "pod", klog.KObj(it.pod))
-		return
+		return true
 	}
-	w.inflight, w.done = it.pod.UID, make(chan struct{})
+	w.inflight, w.done = uid, make(chan struct{})
 	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		w.inflight = ""
-		close(w.done)
-		w.mu.Unlock()
-	}()
-	w.write(ctx, logger, it, false)
+
+	err := w.write(ctx, logger, it, false)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inflight = ""
+	close(w.done)
+	if _, newer := w.pending[uid]; newer || err == nil || !transient(err) || w.queue.NumRequeues(uid) >= queueRetries {
+		w.queue.Forget(uid)
+		return true
+	}
+	w.pending[uid] = it
+	w.queue.AddRateLimited(uid)
+	return true
 }
 
 // writePlaced writes a placement's explanation in the binding cycle, with
@@ -177,13 +241,9 @@ func (w *writer) writePlaced(ctx context.Context, logger klog.Logger, it item) {
 			return
 		}
 	}
-	w.write(ctx, logger, it, true)
+	_ = w.write(ctx, logger, it, true) // counted and logged by write
 }
 
-// write writes one explanation: the annotation, then the event. retry: a
-// failed patch is tried again, with backoff, until writeTimeout (the binding
-// cycle's write of a placement; the queue's writes are tried once), as
-// long as the error may pass: a network error, a timeout, 429 or 5xx.
 // transient: an error a later try may not see (the API server unreachable,
 // overloaded or timing out), as opposed to one it will (Forbidden, NotFound,
 // Invalid).
@@ -195,17 +255,22 @@ func transient(err error) bool {
 		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
 }
 
-func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry bool) {
+// write writes one explanation: the annotation, then the event, and returns
+// the patch's error (counted and logged). retry: a failed patch is tried
+// again, with backoff, until writeTimeout (the binding cycle's write of a
+// placement; the queue retries its own writes, see writeNext), as long as
+// the error may pass: a network error, a timeout, 429 or 5xx.
+func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry bool) error {
 	b, err := encode(it.result)
 	if err != nil {
 		writes.WithLabelValues("error").Inc()
 		logger.Error(err, "Explain: encoding an explanation", "pod", klog.KObj(it.pod))
-		return
+		return nil // counted and logged; trying again cannot help
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationResult: string(b)}}})
 	if err != nil {
 		writes.WithLabelValues("error").Inc()
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
@@ -222,13 +287,14 @@ func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry b
 		}
 		writes.WithLabelValues("error").Inc()
 		logger.Error(err, "Explain: writing the explanation", "pod", klog.KObj(it.pod))
-		return
+		return err
 	}
 	writes.WithLabelValues("ok").Inc()
 	resultBytes.Observe(float64(len(b)))
 	if rec := w.fh.EventRecorder(); rec != nil {
 		rec.Eventf(it.pod, nil, v1.EventTypeNormal, ReasonExplained, eventAction(it.result), "%s", it.summary)
 	}
+	return nil
 }
 
 // eventAction is the Explained event's action: Binding for a placement,

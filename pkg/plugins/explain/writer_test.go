@@ -1,0 +1,124 @@
+package explain
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+)
+
+// patches records the pods/status patches a fake API server received and
+// fails the first failFirst of them with fail (503 if nil).
+type patches struct {
+	mu        sync.Mutex
+	bodies    []string
+	tries     int
+	failFirst int
+	fail      error
+}
+
+func writerUnderTest(t *testing.T, pod *v1.Pod, p *patches) *writer {
+	t.Helper()
+	cs := kubefake.NewClientset(pod)
+	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.tries++
+		if p.failFirst > 0 {
+			p.failFirst--
+			if p.fail != nil {
+				return true, nil, p.fail
+			}
+			return true, nil, apierrors.NewServiceUnavailable("the test's API server is unavailable")
+		}
+		p.bodies = append(p.bodies, string(a.(k8stesting.PatchAction).GetPatch()))
+		return true, pod, nil
+	})
+	f, err := tf.NewFramework(t.Context(), []tf.RegisterPluginFunc{
+		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+	}, "berth", frameworkruntime.WithClientSet(cs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newQueue(f)
+	t.Cleanup(w.queue.ShutDown)
+	return w
+}
+
+func pendingResult(msg string) *Result {
+	return &Result{Version: ResultVersion, Outcome: OutcomePending, Rejection: msg}
+}
+
+// A pod explained twice before the queue wrote the first is written once,
+// with the newer explanation: the queue holds a pod once.
+func TestTheQueueWritesAPodsNewestExplanationOnce(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u-p"}}
+	p := &patches{}
+	w := writerUnderTest(t, pod, p)
+	ctx, logger := t.Context(), klog.FromContext(t.Context())
+	w.enqueue(ctx, pod, pendingResult("first"), "fits none of 3 nodes")
+	w.enqueue(ctx, pod, pendingResult("second"), "fits none of 4 nodes")
+	if n := w.queue.Len(); n != 1 {
+		t.Fatalf("queue length %d after two explanations of one pod, want 1", n)
+	}
+	w.writeNext(ctx, logger)
+	if n := w.queue.Len(); n != 0 {
+		t.Fatalf("queue length %d after one write, want 0", n)
+	}
+	if len(p.bodies) != 1 || !strings.Contains(p.bodies[0], "second") || strings.Contains(p.bodies[0], "first") {
+		t.Errorf("patches %q, want one, of the second explanation", p.bodies)
+	}
+}
+
+// A queued explanation whose write met an error that may pass (the API
+// server unavailable) is written on a later try.
+func TestTheQueueRetriesAWriteThatMayPass(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u-p"}}
+	p := &patches{failFirst: 1}
+	w := writerUnderTest(t, pod, p)
+	ctx, logger := t.Context(), klog.FromContext(t.Context())
+	w.enqueue(ctx, pod, pendingResult("unavailable once"), "fits none of 3 nodes")
+	w.writeNext(ctx, logger) // fails: 503
+	if len(p.bodies) != 0 {
+		t.Fatalf("patches %q after a failed write", p.bodies)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.writeNext(ctx, logger) // the retry, after the queue's backoff
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
+	}
+	if len(p.bodies) != 1 || !strings.Contains(p.bodies[0], "unavailable once") {
+		t.Errorf("patches %q, want the explanation written on its retry", p.bodies)
+	}
+}
+
+// A queued explanation whose write was refused for good (Forbidden) is not
+// tried again.
+func TestTheQueueDoesNotRetryARefusal(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u-p"}}
+	p := &patches{failFirst: 1, fail: apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "p", nil)}
+	w := writerUnderTest(t, pod, p)
+	w.enqueue(t.Context(), pod, pendingResult("forbidden"), "fits none of 3 nodes")
+	w.writeNext(t.Context(), klog.FromContext(t.Context()))
+	if n, r := w.queue.Len(), w.queue.NumRequeues("u-p"); n != 0 || r != 0 || p.tries != 1 {
+		t.Errorf("after a Forbidden write: queue length %d, requeues %d, tries %d; want 0, 0, 1", n, r, p.tries)
+	}
+}
