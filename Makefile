@@ -73,10 +73,15 @@ BIN := $(CURDIR)/bin
 ENVTEST_DIR := $(BIN)/k8s/$(K8S_VERSION)
 export KUBEBUILDER_ASSETS := $(ENVTEST_DIR)
 
+# required-version DIR,MODULE: the version of MODULE that DIR/go.mod
+# requires, read from the file (no go command run at every make; each tool is a `tool`
+# directive of its module, built by `go build` of the package).
+required-version = $(shell awk '$$1 == "$(2)" { print $$2 }' $(1)/go.mod)
+
 # metrics-server, for LoadAware's MetricsAPI path in the sandbox and the
 # tests: built from its own module (it pins its own Kubernetes libraries).
 METRICS_SERVER_MOD := hack/tools/metrics-server
-METRICS_SERVER_VERSION := $(shell cd $(METRICS_SERVER_MOD) && $(GO) list -m -f '{{.Version}}' sigs.k8s.io/metrics-server)
+METRICS_SERVER_VERSION := $(call required-version,$(METRICS_SERVER_MOD),sigs.k8s.io/metrics-server)
 METRICS_SERVER := $(BIN)/metrics-server-$(METRICS_SERVER_VERSION)
 
 # kube-controller-manager, for the sandbox's real controllers (Deployments,
@@ -86,25 +91,25 @@ METRICS_SERVER := $(BIN)/metrics-server-$(METRICS_SERVER_VERSION)
 # libraries); its CRDs (Stage and the resource-usage kinds) come from that
 # module at the same version.
 KWOK_MOD := hack/tools/kwok
-KWOK_VERSION := $(shell cd $(KWOK_MOD) && $(GO) list -m -f '{{.Version}}' sigs.k8s.io/kwok)
+KWOK_VERSION := $(call required-version,$(KWOK_MOD),sigs.k8s.io/kwok)
 KWOK := $(BIN)/kwok-$(KWOK_VERSION)
 KWOK_CRDS := $(BIN)/crds/kwok-$(KWOK_VERSION)
 
 # Helm, for make chart, make generate (the chart renders
 # manifests/second-scheduler) and the chart's tests: its own module too.
 HELM_MOD := hack/tools/helm
-HELM_VERSION := $(shell cd $(HELM_MOD) && $(GO) list -m -f '{{.Version}}' helm.sh/helm/v4)
+HELM_VERSION := $(call required-version,$(HELM_MOD),helm.sh/helm/v4)
 HELM := $(BIN)/helm-$(HELM_VERSION)
 
 # actionlint, for the GitHub Actions workflows (make verify): its own module.
 ACTIONLINT_MOD := hack/tools/actionlint
-ACTIONLINT_VERSION := $(shell cd $(ACTIONLINT_MOD) && $(GO) list -m -f '{{.Version}}' github.com/rhysd/actionlint)
+ACTIONLINT_VERSION := $(call required-version,$(ACTIONLINT_MOD),github.com/rhysd/actionlint)
 ACTIONLINT := $(BIN)/actionlint-$(ACTIONLINT_VERSION)
 
 # helm-docs, for the chart's README (make generate writes it from
 # values.yaml's comments; make verify fails when it is stale): its own module.
 HELMDOCS_MOD := hack/tools/helmdocs
-HELMDOCS_VERSION := $(shell cd $(HELMDOCS_MOD) && $(GO) list -m -f '{{.Version}}' github.com/norwoodj/helm-docs)
+HELMDOCS_VERSION := $(call required-version,$(HELMDOCS_MOD),github.com/norwoodj/helm-docs)
 HELMDOCS := $(BIN)/helm-docs-$(HELMDOCS_VERSION)
 
 # The chart's monitoring bundle: prometheus-operator's ServiceMonitor and
@@ -122,12 +127,8 @@ PROMTOOL := $(BIN)/promtool
 # kustomize, for the deploy suite: its own module too, aligned with Berth's
 # versions (kyaml and the kustomize API are in Berth's test build as well).
 KUSTOMIZE_MOD := hack/tools/kustomize
-KUSTOMIZE_VERSION := $(shell cd $(KUSTOMIZE_MOD) && $(GO) list -m -f '{{.Version}}' sigs.k8s.io/kustomize/kustomize/v5)
+KUSTOMIZE_VERSION := $(call required-version,$(KUSTOMIZE_MOD),sigs.k8s.io/kustomize/kustomize/v5)
 KUSTOMIZE := $(BIN)/kustomize-$(KUSTOMIZE_VERSION)
-
-# required-version DIR,MODULE: the version of MODULE that DIR/go.mod
-# requires, read from the file (no go command run at every make).
-required-version = $(shell awk '$$1 == "$(2)" { print $$2 }' $(1)/go.mod)
 
 # vulncheck (hack/tools/vuln): govulncheck's library against the Go
 # vulnerability database built from the golang.org/x/vulndb module its
@@ -269,7 +270,7 @@ image: ## Build the container image with buildx (needs a Docker engine; the buil
 ##@ Release
 
 CYCLONEDX_MOD := hack/tools/cyclonedx
-CYCLONEDX_VERSION := $(shell cd $(CYCLONEDX_MOD) && $(GO) list -m -f '{{.Version}}' github.com/CycloneDX/cyclonedx-gomod)
+CYCLONEDX_VERSION := $(call required-version,$(CYCLONEDX_MOD),github.com/CycloneDX/cyclonedx-gomod)
 CYCLONEDX := $(BIN)/cyclonedx-gomod-$(CYCLONEDX_VERSION)
 DIST ?= dist
 
