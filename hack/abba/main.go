@@ -15,23 +15,27 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/aclements/go-moremath/stats"
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -49,9 +53,10 @@ func main() {
 	pods := flag.Int("pods", 2000, "pods each run schedules")
 	out := flag.String("out", "", "write the markdown section here (default: stdout)")
 	command := flag.String("command", "make bench-abba", "the command quoted in the section")
+	cpuprofile := flag.String("cpuprofile", "", "write each run's CPU profile (the first profileSeconds of the process, over its /debug/pprof) to this directory")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *berth, *upstream, *assets, *out, *command, *pairs, *nodes, *pods)
+	err := run(ctx, options{berth: *berth, upstream: *upstream, assets: *assets, out: *out, command: *command, profiles: *cpuprofile, pairs: *pairs, nodes: *nodes, pods: *pods})
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "abba:", err)
@@ -65,9 +70,22 @@ type result struct {
 	cpu               float64 // seconds
 }
 
-func run(ctx context.Context, berth, upstream, assets, out, command string, pairs, nodes, pods int) error {
-	if assets != "" {
-		os.Setenv("KUBEBUILDER_ASSETS", assets)
+type options struct {
+	berth, upstream, assets, out, command string
+	// profiles: the directory of the runs' CPU profiles, "" for none.
+	profiles           string
+	pairs, nodes, pods int
+}
+
+func run(ctx context.Context, o options) error {
+	berth, upstream, out, command, pairs, nodes, pods := o.berth, o.upstream, o.out, o.command, o.pairs, o.nodes, o.pods
+	if o.assets != "" {
+		os.Setenv("KUBEBUILDER_ASSETS", o.assets)
+	}
+	if o.profiles != "" {
+		if err := os.MkdirAll(o.profiles, 0o755); err != nil {
+			return err
+		}
 	}
 	env, err := sandbox.StartControlPlane()
 	if err != nil {
@@ -105,7 +123,7 @@ leaderElection:
 			order = []string{"upstream", "berth"}
 		}
 		for _, name := range order {
-			r, err := runOnce(ctx, env, bins[name], cfg, fmt.Sprintf("run-%d-%s", len(results)+1, name), pods)
+			r, err := runOnce(ctx, env, bins[name], cfg, fmt.Sprintf("run-%d-%s", len(results)+1, name), pods, o.profiles)
 			if err != nil {
 				return fmt.Errorf("run %d (%s): %w", len(results)+1, name, err)
 			}
@@ -114,7 +132,7 @@ leaderElection:
 			results = append(results, r)
 		}
 	}
-	doc := report(results, command, nodes, pods)
+	doc := report(results, command, nodes, pods, o.profiles != "")
 	if out == "" {
 		fmt.Print(doc)
 		return nil
@@ -122,9 +140,15 @@ leaderElection:
 	return os.WriteFile(out, []byte(doc), 0o644)
 }
 
+// profileSeconds: how long a run's CPU profile lasts, from when the
+// binary's port answers (longer than a run's start-up and scheduling; the
+// run waits for the profile before it stops the binary).
+const profileSeconds = 8
+
 // runOnce creates the pods, starts the binary, waits until every pod is
-// bound, stops it and deletes the pods.
-func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string, pods int) (result, error) {
+// bound, stops it and deletes the pods. profiles: write the run's CPU
+// profile to profiles/<ns>.pprof ("" for none).
+func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string, pods int, profiles string) (result, error) {
 	c := env.Client
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return result{}, err
@@ -152,12 +176,32 @@ func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string
 		return result{}, err
 	}
 	defer w.Stop()
+	var args []string
+	port := 0
+	if profiles != "" {
+		// The binary serves /debug/pprof (enableProfiling is on by
+		// default) to anonymous requests on a path always allowed.
+		if port, err = sandbox.FreePort("127.0.0.1"); err != nil {
+			return result{}, err
+		}
+		args = []string{fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--authorization-always-allow-paths=/healthz,/debug/pprof/*"}
+	}
 	t0 := time.Now()
-	proc, err := sandbox.StartSchedulerProcess(bin, cfg, filepath.Join(env.Dir, ns+".log"))
+	proc, err := sandbox.StartSchedulerProcess(bin, cfg, filepath.Join(env.Dir, ns+".log"), args...)
 	if err != nil {
 		return result{}, err
 	}
+	var profiled chan error
+	if profiles != "" {
+		profiled = make(chan error, 1)
+		go func() { profiled <- fetchProfile(ctx, port, filepath.Join(profiles, ns+".pprof")) }()
+	}
 	first, last, err := waitBound(ctx, w, pods, proc)
+	if profiled != nil {
+		if perr := <-profiled; err == nil && perr != nil {
+			err = fmt.Errorf("CPU profile: %w", perr)
+		}
+	}
 	cpu := cpuSeconds(proc.Pid())
 	proc.Stop()
 	if err != nil {
@@ -200,6 +244,50 @@ func waitBound(ctx context.Context, w watch.Interface, n int, proc *sandbox.Proc
 		}
 	}
 	return first, last, nil
+}
+
+// fetchProfile waits until the binary's port answers, then takes a CPU
+// profile of profileSeconds into path.
+func fetchProfile(ctx context.Context, port int, path string) error {
+	// The binary's serving certificate is self-signed: a local measurement
+	// of a process the harness started.
+	c := &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // see above; no proxy for loopback
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	}); err != nil {
+		return fmt.Errorf("the binary's /healthz: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, profileSeconds), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", req.URL.Path, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // cpuSeconds is the process' user and system time so far (/proc/<pid>/stat).
@@ -255,18 +343,22 @@ func parallel(n int, f func(i int) error) error {
 }
 
 // report is the markdown section: every run, then per pair Berth over upstream.
-func report(results []result, command string, nodes, pods int) string {
+func report(results []result, command string, nodes, pods int, profiled bool) string {
 	var b strings.Builder
 	fmt.Fprintln(&b, "## Berth's binary vs upstream's kube-scheduler, default profile")
 	fmt.Fprintln(&b)
-	fmt.Fprintf(&b, "Generated by `hack/abba` (`%s`). Berth's `bin/scheduler` and upstream's `kube-scheduler` (`go build k8s.io/kubernetes/cmd/kube-scheduler` from the same release, `CGO_ENABLED=0 -trimpath`, the same version ldflags) run the same configuration file — the default profile, client QPS 5,000, no leader election — as separate processes against one kube-apiserver, one at a time in ABBA order, %d nodes; before each run %d pods are created, then the binary is started. Start-up is from the process' start to the first binding (informers and caches), scheduling from the first binding to the last; CPU is the process' user and system time.\n\n", command, nodes, pods)
+	fmt.Fprintf(&b, "Generated by `hack/abba` (`%s`). Berth's `bin/scheduler` and upstream's `kube-scheduler` (`go build k8s.io/kubernetes/cmd/kube-scheduler` from the same release, `CGO_ENABLED=0 -trimpath`, the same version ldflags) run the same configuration file — the default profile, client QPS 5,000, no leader election — as separate processes against one kube-apiserver, one at a time in ABBA order, %d nodes; before each run %d pods are created, then the binary is started. Start-up is from the process' start to the first binding (informers and caches), scheduling from the first binding to the last; CPU is the process' user and system time.", command, nodes, pods)
+	if profiled {
+		fmt.Fprintf(&b, " Each run also served a CPU profile of its first %d s over /debug/pprof (both binaries alike; the run waits for it before it stops the binary).", profileSeconds)
+	}
+	fmt.Fprint(&b, "\n\n")
 	fmt.Fprintln(&b, "| Run | Binary | Start-up, s | Scheduling, s | Pods/s | CPU, s |")
 	fmt.Fprintln(&b, "| --- | --- | --- | --- | --- | --- |")
 	for i, r := range results {
 		fmt.Fprintf(&b, "| %d | %s | %.2f | %.2f | %.0f | %.2f |\n", i+1, r.binary, r.startup.Seconds(), r.schedule.Seconds(), float64(pods-1)/r.schedule.Seconds(), r.cpu)
 	}
 	fmt.Fprintln(&b)
-	var sched, startup, cpu []float64
+	var sched, startup, cpu, cpuDiff, startupDiff, upCPU, upStartup []float64
 	for i := 0; i+1 < len(results); i += 2 {
 		a, z := results[i], results[i+1]
 		if a.binary != "berth" {
@@ -275,22 +367,42 @@ func report(results []result, command string, nodes, pods int) string {
 		sched = append(sched, a.schedule.Seconds()/z.schedule.Seconds())
 		startup = append(startup, a.startup.Seconds()/z.startup.Seconds())
 		cpu = append(cpu, a.cpu/z.cpu)
+		cpuDiff = append(cpuDiff, a.cpu-z.cpu)
+		startupDiff = append(startupDiff, a.startup.Seconds()-z.startup.Seconds())
+		upCPU = append(upCPU, z.cpu)
+		upStartup = append(upStartup, z.startup.Seconds())
 	}
 	fmt.Fprintf(&b, "Berth over upstream, per pair (%d pairs), median (interquartile range; lower is faster): scheduling time **%s**, start-up %s, CPU %s.\n\n", len(sched), cell(sched), cell(startup), cell(cpu))
+	if len(cpuDiff) >= 2 {
+		fmt.Fprintf(&b, "Paired differences, Berth minus upstream, mean ± standard error: CPU %s, start-up %s. %s\n\n",
+			difference(cpuDiff, upCPU, "s"), difference(startupDiff, upStartup, "s"), pairsNeeded(cpuDiff, upCPU))
+	}
 	return b.String()
 }
 
+// cell is the median and the quartiles (go-moremath's estimator, as
+// benchreport's).
 func cell(xs []float64) string {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	at := func(p float64) float64 {
-		pos := p * float64(len(s)-1)
-		lo := int(math.Floor(pos))
-		hi := min(lo+1, len(s)-1)
-		return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
-	}
-	if len(s) == 0 {
+	if len(xs) == 0 {
 		return "n/a"
 	}
-	return fmt.Sprintf("%.2f× (%.2f–%.2f)", at(0.5), at(0.25), at(0.75))
+	s := stats.Sample{Xs: xs}.Copy().Sort()
+	return fmt.Sprintf("%.2f× (%.2f–%.2f)", s.Quantile(0.5), s.Quantile(0.25), s.Quantile(0.75))
+}
+
+// difference is the mean of the paired differences ± its standard error, in
+// unit and as a share of upstream's mean.
+func difference(diffs, upstream []float64, unit string) string {
+	d := stats.Sample{Xs: diffs}
+	se := d.StdDev() / math.Sqrt(float64(len(diffs)))
+	base := stats.Mean(upstream)
+	return fmt.Sprintf("%+.3f %s ± %.3f %s (%+.1f %% ± %.1f %% of upstream's mean %.2f %s)", d.Mean(), unit, se, unit, 100*d.Mean()/base, 100*se/base, base, unit)
+}
+
+// pairsNeeded: how many pairs bring the CPU difference's standard error to
+// 1 % of upstream's mean (a 2 % difference at two standard errors), at this
+// run's spread.
+func pairsNeeded(diffs, upstream []float64) string {
+	sd, base := stats.StdDev(diffs), stats.Mean(upstream)
+	return fmt.Sprintf("At this spread (standard deviation of the CPU differences %.3f s), a standard error of 1 %% of upstream's CPU (a 2 %% difference at two standard errors) needs %.0f pairs.", sd, math.Ceil(math.Pow(sd/(0.01*base), 2)))
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -128,16 +127,6 @@ func (r *replica) current() (*sandbox.Process, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.proc, r.starts
-}
-
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // klogFatal is a klog.Fatal line (severity F, then MMDD).

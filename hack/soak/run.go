@@ -169,7 +169,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		if err := useChartConfig(cfg); err != nil {
 			return nil, err
 		}
-		port, err := freePort()
+		port, err := sandbox.FreePort("127.0.0.1")
 		if err != nil {
 			return nil, err
 		}

@@ -136,7 +136,7 @@ func StartKWOK(ctx context.Context, cp *ControlPlane, bin, crdDir, ip string) (*
 			return nil, fmt.Errorf("creating the objects of %s: %w", o.file, err)
 		}
 	}
-	port, err := freePort(ip)
+	port, err := FreePort(ip)
 	if err != nil {
 		return nil, fmt.Errorf("a port for KWOK's kubelet endpoints on %s: %w", ip, err)
 	}
@@ -204,8 +204,9 @@ func (k *KWOK) waitServing(ctx context.Context) error {
 	return nil
 }
 
-// freePort is a TCP port free on ip now.
-func freePort(ip string) (int, error) {
+// FreePort is a TCP port free on ip now (another process may take it
+// before the caller listens on it).
+func FreePort(ip string) (int, error) {
 	lis, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return 0, err

@@ -67,7 +67,7 @@ func NewMetricsServer(ctx context.Context, cp *ControlPlane, bin string) (*Metri
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("metrics-server binary: %w (make envtest-bin builds it)", err)
 	}
-	port, err := freePort("127.0.0.1")
+	port, err := FreePort("127.0.0.1")
 	if err != nil {
 		return nil, fmt.Errorf("a port for metrics-server: %w", err)
 	}
