@@ -347,6 +347,17 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 	if !counted[victim.UID] {
 		addTo(before, podRequests(victim))
 	}
+	w.reclaims++
+	aboveMin := func(use v1.ResourceList) bool {
+		for r, x := range podRequests(preemptor) {
+			mn, ok := q.Spec.Min[r]
+			if b := use[r]; !x.IsZero() && ok && b.Cmp(mn) > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	now := before.DeepCopy()
 	// The preemption decided before its event arrived, by up to
 	// evictionWindow on a throttled replica, and a pod of the namespace
 	// may have ended in between (a Job's pod completing, a deletion): its
@@ -371,11 +382,12 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 			pending = append(pending, fmt.Sprintf("%s (%s)", p.Name, resources(podRequests(p))))
 		}
 	}
-	for r, x := range podRequests(preemptor) {
-		mn, ok := q.Spec.Min[r]
-		if b := before[r]; !x.IsZero() && ok && b.Cmp(mn) > 0 {
-			return
+	if aboveMin(before) {
+		if !aboveMin(now) {
+			w.reclaimsByHistory++
+			logf("eviction of %s for %s: legal by %s's use in the %s before the event (%s; %s when judged)", vid, pid, victim.Namespace, evictionWindow, resources(before), resources(now))
 		}
+		return
 	}
 	sort.Strings(pending)
 	w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s of namespace %s evicted to reclaim for %s, but %s used %s, not above its min %s in a resource %s asks for (%s); its pending pods then, not counted: %d %v",

@@ -69,6 +69,9 @@ func TestEvictionJudgesTheUseBeforeTheEvent(t *testing.T) {
 			if got := len(w.violations) > 0; got != tc.want {
 				t.Fatalf("violation %v, want %v: %v", got, tc.want, w.violations)
 			}
+			if byHistory := !tc.want; w.reclaims != 1 || (w.reclaimsByHistory == 1) != byHistory {
+				t.Errorf("reclaims %d, of them by history %d; want 1, and by history %v", w.reclaims, w.reclaimsByHistory, byHistory)
+			}
 			if tc.want && !strings.Contains(w.violations[0].Message, "team-a used cpu=3500m") {
 				t.Errorf("message %q does not give the use judged", w.violations[0].Message)
 			}

@@ -49,12 +49,17 @@ type report struct {
 	ForeignRaces    int     `json:"foreignRaces"`
 	SlowestReadSecs float64 `json:"slowestReadSeconds"`
 	// Audit: what the API server's audit log held (audit.go).
-	Audit            string  `json:"audit"`
-	ForeignSameNode  int     `json:"foreignRacedBoundSameNode"`
-	ForeignElsewhere int     `json:"foreignRacedBoundElsewhere"`
-	PDBEvictions     int     `json:"pdbEvictions"`
-	Mutant           string  `json:"mutant,omitempty"`
-	DrainMinutes     float64 `json:"drainMinutes"`
+	Audit            string `json:"audit"`
+	ForeignSameNode  int    `json:"foreignRacedBoundSameNode"`
+	ForeignElsewhere int    `json:"foreignRacedBoundElsewhere"`
+	PDBEvictions     int    `json:"pdbEvictions"`
+	// Reclaims: evictions judged as ElasticQuota's reclaim for another
+	// namespace; ReclaimsByHistory: those legal only by the victim
+	// namespace's larger use earlier in the window before the event.
+	Reclaims          int     `json:"reclaims"`
+	ReclaimsByHistory int     `json:"reclaimsByHistory"`
+	Mutant            string  `json:"mutant,omitempty"`
+	DrainMinutes      float64 `json:"drainMinutes"`
 	// FirstViolation: seconds from the start to the first violation, by
 	// invariant (the mutants' table reads it).
 	FirstViolation map[string]float64 `json:"firstViolationSeconds,omitempty"`
@@ -108,6 +113,7 @@ func buildReport(o options, g *generator, f *faults, w *watcher, cl *cluster, op
 	r.Violations = append([]violation{}, w.violations...)
 	r.Invariants = w.invariantReports()
 	r.Evictions, r.PDBEvictions, r.Mutant, r.DrainMinutes = w.evictions, w.pdbEvictions, o.mutant, o.drain.Minutes()
+	r.Reclaims, r.ReclaimsByHistory = w.reclaims, w.reclaimsByHistory
 	r.ForeignBindings, r.ForeignOverruns = w.foreignPins, w.foreignOverruns
 	r.ForeignRaces, r.ForeignSameNode, r.ForeignElsewhere = w.foreignRaces, w.foreignSameNode, w.foreignElsewhere
 	r.SlowestReadSecs = w.maxLatency.Seconds()
@@ -204,7 +210,7 @@ func (r *report) markdown() string {
 	for _, k := range r.Faults {
 		fmt.Fprintf(&b, "| %s | %d |\n", k.Kind, k.Count)
 	}
-	fmt.Fprintf(&b, "\nEvictions (upstream's Preempted events): %d, of them %d of a PodDisruptionBudget's protected pods.\n", r.Evictions, r.PDBEvictions)
+	fmt.Fprintf(&b, "\nEvictions (upstream's Preempted events): %d, of them %d of a PodDisruptionBudget's protected pods; reclaims judged (a victim of another namespace with a quota) %d, of them legal only by the namespace's larger use earlier in the %s before the event %d.\n", r.Evictions, r.PDBEvictions, r.Reclaims, evictionWindow, r.ReclaimsByHistory)
 	fmt.Fprintf(&b, "\nForeign bindings beside a pod waiting with its node nominated (a gang member at Permit, a binding slow in PreBind or its confirmation; ConfirmBinder must refuse the pod there): %d; of those pods, bound later on the raced node %d (the overcommit invariant judges them), elsewhere %d; overcommits the foreign pod itself caused (arrived last; a kubelet refuses it) %d, and races (a pod bound within %s, plus twice the slowest node GET and pod LIST timed within %s, plus twice a slowed path's delay, of the foreign pod: counted, not judged) %d. The slowest such read took %.2fs.\n",
 		r.ForeignBindings, r.ForeignSameNode, r.ForeignElsewhere, r.ForeignOverruns, raceSlack, latencyAround, r.ForeignRaces, r.SlowestReadSecs)
 	fmt.Fprintf(&b, "\nOvercommits beside a foreign pod are judged from the API server's audit log (the replicas' LISTs of a node's pods and their bindings) where it has the binding: %s.\n", r.Audit)

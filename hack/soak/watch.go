@@ -197,6 +197,7 @@ type watcher struct {
 	podsRunning, podsSucceeded, podsFailed int
 	gracefulDeletions                      int
 	evictions, pdbEvictions                int
+	reclaims, reclaimsByHistory            int
 	victims                                []victimRecord
 	evictionQueue                          []evictionEvent
 	seenRunning                            map[types.UID]bool
