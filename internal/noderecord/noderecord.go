@@ -133,23 +133,6 @@ func (p *positions) find(ni fwk.NodeInfo) int {
 	}
 }
 
-// touchNext prefetches the slot of the node after i in the list, so that
-// its probe finds it in cache: the framework's workers filter the list in
-// runs of consecutive nodes, so at Filter the next node a worker looks up
-// is most often that one (a slot is a random place in a table the rest of
-// a cycle evicts from the caches; the probe was a third of CELPolicy's
-// Filter). Score visits the feasible nodes in the order the filter workers
-// passed them, list neighbours interleaved across workers, and nodes a
-// PreFilterResult narrowed are not neighbours: there it helps less.
-func (p *positions) touchNext(i int) {
-	if i+1 >= len(p.list) {
-		return
-	}
-	if k, _ := p.list[i+1].(*framework.NodeInfo); k != nil {
-		prefetch(uintptr(unsafe.Pointer(&p.slots[p.hash(k)])))
-	}
-}
-
 // Words is how many 64-bit words a node's line holds beside its sequence
 // number: with it, 64 bytes, one cache line.
 const Words = 7
@@ -370,11 +353,6 @@ func (t *Table[R]) Find(ni fwk.NodeInfo) (Ref[R], bool) {
 	i := c.pos.find(ni)
 	if i < 0 {
 		return Ref[R]{}, false
-	}
-	if l == 0 {
-		// The group's other lanes look the same node up next: one
-		// prefetch of the next node's slot is enough.
-		c.pos.touchNext(i)
 	}
 	return Ref[R]{c: c, k: i*c.stride + l}, true
 }
