@@ -361,13 +361,14 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 	// The preemption decided before its event arrived, by up to
 	// evictionWindow on a throttled replica, and a pod of the namespace
 	// may have ended in between (a Job's pod completing, a deletion): its
-	// use at each check within that window before the event (every active
-	// pod, being deleted or not) bounds the use the plugin saw too.
+	// use at each check within that window before the event bounds the use
+	// the plugin saw too. The active pods not being deleted: the plugin
+	// counts a pod being deleted as leaving, not as the namespace's use.
 	for _, h := range w.usedHistory[victim.Namespace] {
 		if h.at.After(ev.at) || ev.at.Sub(h.at) > evictionWindow {
 			continue
 		}
-		for r, x := range h.all {
+		for r, x := range h.used {
 			if b, ok := before[r]; !ok || x.Cmp(b) > 0 {
 				before[r] = x.DeepCopy()
 			}
@@ -378,7 +379,8 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 	// not counted, named in a violation's message.
 	var pending []string
 	for _, o := range objs {
-		if p := o.(*v1.Pod); p.Spec.NodeName == "" && !counted[p.UID] && !terminal(p) && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0 && p.CreationTimestamp.Time.Before(ev.at) {
+		if p := o.(*v1.Pod); p.Spec.NodeName == "" && !counted[p.UID] && !terminal(p) && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0 &&
+			p.Labels[fitsNoNodeLabel] == "" && p.CreationTimestamp.Time.Before(ev.at) {
 			pending = append(pending, fmt.Sprintf("%s (%s)", p.Name, resources(podRequests(p))))
 		}
 	}
@@ -390,8 +392,12 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 		return
 	}
 	sort.Strings(pending)
+	listed := len(pending)
+	if len(pending) > maxListed {
+		pending = append(pending[:maxListed], "...")
+	}
 	w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s of namespace %s evicted to reclaim for %s, but %s used %s, not above its min %s in a resource %s asks for (%s); its pending pods then, not counted: %d %v",
-		vid, victim.Namespace, pid, victim.Namespace, resources(before), resources(q.Spec.Min), pid, resources(podRequests(preemptor)), len(pending), pending), "pod "+vid, "pod "+pid, "elasticquota "+q.Namespace+"/"+q.Name)
+		vid, victim.Namespace, pid, victim.Namespace, resources(before), resources(q.Spec.Min), pid, resources(podRequests(preemptor)), listed, pending), "pod "+vid, "pod "+pid, "elasticquota "+q.Namespace+"/"+q.Name)
 }
 
 // leavingBefore: p's deletion was requested more than 2 s before at (its
@@ -403,6 +409,9 @@ func leavingBefore(p *v1.Pod, at time.Time) bool {
 	requested := p.DeletionTimestamp.Add(-time.Duration(ptr.Deref(p.DeletionGracePeriodSeconds, 0)) * time.Second)
 	return requested.Before(at.Add(-2 * time.Second))
 }
+
+// maxListed: the pending pods a violation's message names at most.
+const maxListed = 10
 
 // evictionWindow: evictions this close together may be one preemption's.
 const evictionWindow = 15 * time.Second

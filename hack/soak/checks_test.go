@@ -30,14 +30,18 @@ func TestEvictionJudgesTheUseBeforeTheEvent(t *testing.T) {
 		want: true,
 	}, {
 		name:    "a pod that ended 3s before the event took the namespace above its min then",
-		history: []usedSample{{at: at.Add(-3 * time.Second), all: cpu("4500m")}, {at: at.Add(-time.Second), all: cpu("3500m")}},
+		history: []usedSample{{at: at.Add(-3 * time.Second), used: cpu("4500m"), all: cpu("4500m")}, {at: at.Add(-time.Second), used: cpu("3500m"), all: cpu("3500m")}},
 	}, {
 		name:    "above its min only longer than evictionWindow before the event",
-		history: []usedSample{{at: at.Add(-evictionWindow - time.Second), all: cpu("4500m")}, {at: at.Add(-time.Second), all: cpu("3500m")}},
+		history: []usedSample{{at: at.Add(-evictionWindow - time.Second), used: cpu("4500m"), all: cpu("4500m")}, {at: at.Add(-time.Second), used: cpu("3500m"), all: cpu("3500m")}},
 		want:    true,
 	}, {
 		name:    "above its min only after the event",
-		history: []usedSample{{at: at.Add(time.Second), all: cpu("4500m")}},
+		history: []usedSample{{at: at.Add(time.Second), used: cpu("4500m"), all: cpu("4500m")}},
+		want:    true,
+	}, {
+		name:    "above its min only with a pod being deleted all along (the plugin counts it as leaving)",
+		history: []usedSample{{at: at.Add(-10 * time.Second), used: cpu("3500m"), all: cpu("4500m")}, {at: at.Add(-time.Second), used: cpu("3500m"), all: cpu("4500m")}},
 		want:    true,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
