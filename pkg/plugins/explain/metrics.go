@@ -32,7 +32,7 @@ var (
 	writes = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "writes_total",
-		Help:           "Writes of explanations to pods, by result (ok, error, dropped: the queue was full, superseded: a pending explanation older than the pod's placement or replaced in the queue by a newer one, not written).",
+		Help:           "Writes of explanations to pods, by result (ok; error: each failed try, a queued write is tried up to four times; dropped: the queue was full; superseded: a pending explanation older than the pod's placement or replaced in the queue by a newer one, not written).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
 	resultBytes = metrics.NewHistogram(&metrics.HistogramOpts{

@@ -79,9 +79,12 @@ type writer struct {
 	// is deleted.
 	placed map[types.UID]uint64
 	// inflight is the pod whose queued explanation is being written, done
-	// closed when that write ends.
-	inflight types.UID
-	done     chan struct{}
+	// closed when that write ends; inflightGone, that the pod was deleted
+	// meanwhile (its write is not tried again: a pod recreated under the
+	// name would get it).
+	inflight     types.UID
+	inflightGone bool
+	done         chan struct{}
 }
 
 func newWriter(ctx context.Context, fh fwk.Handle) *writer {
@@ -127,6 +130,9 @@ func (w *writer) forget(uid types.UID) {
 	defer w.mu.Unlock()
 	delete(w.pending, uid)
 	delete(w.placed, uid)
+	if w.inflight == uid {
+		w.inflightGone = true
+	}
 }
 
 // superseded: the pod was placed in a cycle after the one that made it.
@@ -167,6 +173,8 @@ func (w *writer) enqueueAs(ctx context.Context, pod *v1.Pod, r *Result, summary 
 	w.mu.Unlock()
 	if queued {
 		writes.WithLabelValues("superseded").Inc()
+		// The newer explanation starts its retries afresh.
+		w.queue.Forget(pod.UID)
 	}
 	w.queue.Add(pod.UID)
 }
@@ -177,8 +185,9 @@ func (w *writer) run(ctx context.Context) {
 	}
 }
 
-// writeNext writes the next pod's queued explanation, tried once, unless
-// the pod was placed since it was made; false once the queue is shut down.
+// writeNext writes the next pod's queued explanation unless the pod was
+// placed since it was made; false once the queue is shut down (what is left
+// in it then is not written: the scheduler is stopping).
 // The check and the mark of the write under way are one step under mu: a
 // placement either is seen here or, reserved after it, finds this write
 // under way and waits for it. A write that failed on an error that may pass
@@ -190,11 +199,17 @@ func (w *writer) writeNext(ctx context.Context, logger klog.Logger) bool {
 		return false
 	}
 	defer w.queue.Done(uid)
+	if ctx.Err() != nil {
+		// Get hands out what is queued until the queue is empty, after
+		// ShutDown too.
+		w.queue.Forget(uid)
+		return false
+	}
 	w.mu.Lock()
 	it, ok := w.pending[uid]
 	delete(w.pending, uid)
 	switch {
-	case !ok: // the pod was deleted
+	case !ok: // the pod was deleted, or a newer explanation's write took it
 		w.mu.Unlock()
 		w.queue.Forget(uid)
 		return true
@@ -205,16 +220,17 @@ func (w *writer) writeNext(ctx context.Context, logger klog.Logger) bool {
 		logger.V(4).Info("Explain: explanation superseded by the pod's placement", "pod", klog.KObj(it.pod))
 		return true
 	}
-	w.inflight, w.done = uid, make(chan struct{})
+	w.inflight, w.inflightGone, w.done = uid, false, make(chan struct{})
 	w.mu.Unlock()
 
 	err := w.write(ctx, logger, it, false)
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.inflight = ""
+	gone := w.inflightGone
+	w.inflight, w.inflightGone = "", false
 	close(w.done)
-	if _, newer := w.pending[uid]; newer || err == nil || !transient(err) || w.queue.NumRequeues(uid) >= queueRetries {
+	if _, newer := w.pending[uid]; newer || gone || err == nil || !transient(err) || w.queue.NumRequeues(uid) >= queueRetries {
 		w.queue.Forget(uid)
 		return true
 	}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -102,8 +103,8 @@ func TestTheQueueRetriesAWriteThatMayPass(t *testing.T) {
 	}()
 	select {
 	case <-done:
-	case <-ctx.Done():
-		t.Fatal(ctx.Err())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the write was not tried again within 10s (its backoff is 0.5s)")
 	}
 	if len(p.bodies) != 1 || !strings.Contains(p.bodies[0], "unavailable once") {
 		t.Errorf("patches %q, want the explanation written on its retry", p.bodies)
@@ -120,5 +121,23 @@ func TestTheQueueDoesNotRetryARefusal(t *testing.T) {
 	w.writeNext(t.Context(), klog.FromContext(t.Context()))
 	if n, r := w.queue.Len(), w.queue.NumRequeues("u-p"); n != 0 || r != 0 || p.tries != 1 {
 		t.Errorf("after a Forbidden write: queue length %d, requeues %d, tries %d; want 0, 0, 1", n, r, p.tries)
+	}
+}
+
+// A pod deleted while its queued explanation was being written is not
+// written again when that write failed: a pod recreated under its name
+// would get it.
+func TestTheQueueDoesNotRetryTheWriteOfADeletedPod(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u-p"}}
+	p := &patches{failFirst: 1}
+	w := writerUnderTest(t, pod, p)
+	w.fh.ClientSet().(*kubefake.Clientset).PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		w.forget("u-p") // the informer's delete arrives during the write
+		return false, nil, nil
+	})
+	w.enqueue(t.Context(), pod, pendingResult("deleted meanwhile"), "fits none of 3 nodes")
+	w.writeNext(t.Context(), klog.FromContext(t.Context()))
+	if n, r := w.queue.Len(), w.queue.NumRequeues("u-p"); n != 0 || r != 0 {
+		t.Errorf("after a failed write of a pod deleted meanwhile: queue length %d, requeues %d; want 0, 0", n, r)
 	}
 }
