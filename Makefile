@@ -76,7 +76,7 @@ export KUBEBUILDER_ASSETS := $(ENVTEST_DIR)
 # required-version DIR,MODULE: the version of MODULE that DIR/go.mod
 # requires, read from the file (no go command run at every make; each tool is a `tool`
 # directive of its module, built by `go build` of the package).
-required-version = $(shell awk '$$1 == "$(2)" { print $$2 }' $(1)/go.mod)
+required-version = $(shell awk '$$1 == "$(2)" && $$2 ~ /^v/ { print $$2; exit }' $(1)/go.mod)
 
 # metrics-server, for LoadAware's MetricsAPI path in the sandbox and the
 # tests: built from its own module (it pins its own Kubernetes libraries).
