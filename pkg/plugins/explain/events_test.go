@@ -43,8 +43,12 @@ func TestPlacementEventIsNotFoldedIntoThePendingOne(t *testing.T) {
 	}
 	w := newWriter(ctx, f)
 	logger := klog.FromContext(ctx)
-	w.write(ctx, logger, item{pod: pod, result: &Result{Version: ResultVersion, Outcome: OutcomePending}, summary: "fits none of 14 nodes"}, false)
-	w.write(ctx, logger, item{pod: pod, result: &Result{Version: ResultVersion, Outcome: OutcomePlaced}, summary: "placed on gang-2"}, true)
+	if err := w.write(ctx, logger, item{pod: pod, result: &Result{Version: ResultVersion, Outcome: OutcomePending}, summary: "fits none of 14 nodes"}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.write(ctx, logger, item{pod: pod, result: &Result{Version: ResultVersion, Outcome: OutcomePlaced}, summary: "placed on gang-2"}, true); err != nil {
+		t.Fatal(err)
+	}
 
 	var notes []string
 	if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
