@@ -54,8 +54,7 @@ func (w *watcher) checkQuotaStatus(now time.Time) {
 				if p.DeletionTimestamp == nil {
 					addTo(staying, only(podRequests(p), names))
 				}
-			case p.Spec.NodeName == "" && !terminal(p) && len(p.Spec.SchedulingGates) == 0 && p.Labels[fitsNoNodeLabel] == "":
-				// A pod that fits no node is never reserved.
+			case mayBeReserved(p):
 				addTo(pending, only(podRequests(p), names))
 			}
 		}
@@ -95,6 +94,14 @@ func (w *watcher) checkQuotaStatus(now time.Time) {
 				"elasticquota "+ns+"/"+q.Name)
 		}
 	}
+}
+
+// mayBeReserved: a pending pod the scheduler may hold reserved (at Permit,
+// or in a binding cycle), which ElasticQuota counts in its namespace's use
+// and the API does not show bound: not gated, not ended, and not one that
+// fits no node (never reserved).
+func mayBeReserved(p *v1.Pod) bool {
+	return p.Spec.NodeName == "" && !terminal(p) && len(p.Spec.SchedulingGates) == 0 && p.Labels[fitsNoNodeLabel] == ""
 }
 
 // only is rl limited to names.
@@ -374,22 +381,21 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 			}
 		}
 	}
-	// Pending pods the scheduler may have held reserved then (a gang's
-	// members at Permit, a binding waiting on the client's rate limiter):
-	// not counted, named in a violation's message.
-	var pending []string
-	for _, o := range objs {
-		if p := o.(*v1.Pod); p.Spec.NodeName == "" && !counted[p.UID] && !terminal(p) && p.DeletionTimestamp == nil && len(p.Spec.SchedulingGates) == 0 &&
-			p.Labels[fitsNoNodeLabel] == "" && p.CreationTimestamp.Time.Before(ev.at) {
-			pending = append(pending, fmt.Sprintf("%s (%s)", p.Name, resources(podRequests(p))))
-		}
-	}
 	if aboveMin(before) {
 		if !aboveMin(now) {
 			w.reclaimsByHistory++
 			logf("eviction of %s for %s: legal by %s's use in the %s before the event (%s; %s when judged)", vid, pid, victim.Namespace, evictionWindow, resources(before), resources(now))
 		}
 		return
+	}
+	// Pending pods the scheduler may have held reserved then (a gang's
+	// members at Permit, a binding waiting on the client's rate limiter):
+	// not counted, named in the violation's message.
+	var pending []string
+	for _, o := range objs {
+		if p := o.(*v1.Pod); mayBeReserved(p) && !counted[p.UID] && p.DeletionTimestamp == nil && p.CreationTimestamp.Time.Before(ev.at) {
+			pending = append(pending, fmt.Sprintf("%s (%s)", p.Name, resources(podRequests(p))))
+		}
 	}
 	sort.Strings(pending)
 	listed := len(pending)
