@@ -126,10 +126,20 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 			clusterCPU += cpu.MilliValue()
 		}
 	}
-	if err := cl.kwok.WaitReady(ctx, time.Minute+time.Duration(o.nodes)*50*time.Millisecond, names...); err != nil {
+	// The reserve nodes: not the faults' to act on, nor the workload's
+	// (clusterCPU sizes it).
+	ready := append([]string(nil), names...)
+	for i := range reserveNodes {
+		s := reserveNodeSpec(i)
+		if _, err := cl.kwok.CreateNode(ctx, s); err != nil {
+			return nil, err
+		}
+		ready = append(ready, s.Name)
+	}
+	if err := cl.kwok.WaitReady(ctx, time.Minute+time.Duration(o.nodes)*50*time.Millisecond, ready...); err != nil {
 		return nil, err
 	}
-	logf("%d nodes Ready", len(names))
+	logf("%d nodes Ready (%d of them the reserve's)", len(ready), reserveNodes)
 	if cl.ms != nil {
 		logf("metrics-server, scraping KWOK's kubelet endpoints at %s", cl.kwok.Endpoint())
 		if err := cl.ms.Start(ctx); err != nil {

@@ -52,6 +52,49 @@ const (
 	highPrio  = "soak-high"
 )
 
+// The reserve and the claim: a tenant within its share, and a demand that
+// may only be met by taking from it, which reclaim must refuse. Apart from
+// the random workload, so that what they test happens in every run, not
+// only when the workload happens to fill the cluster with borrowers.
+const (
+	// reserveNamespace's quota has min = max = reservePodCPU*reservePods,
+	// never edited; that many bare pods, at the lowest priority of the
+	// run, fill the reserve nodes (tainted, labelled, left alone by the
+	// faults) from the start. It never borrows: reclaim may never take its
+	// pods.
+	reserveNamespace = "soak-reserve"
+	// claimNamespace's quota (min = max = claimPods*claimPodCPU, never
+	// edited) is used only by the claim: claimPods high-priority pods that
+	// fit only the reserve nodes. Within its min, the claim may reclaim
+	// from borrowers; the only pods where it fits are soak-reserve's, so
+	// it must stay pending. ElasticQuota taking a reserve pod for it (the
+	// reclaim-ignores-min mutant) is an 8-eviction violation.
+	claimNamespace = "soak-claim"
+	// reservePool labels (and taints, NoSchedule) the reserve nodes.
+	reservePool    = "soak.berth.dev/reserve"
+	reserveNodes   = 2
+	reserveNodeCPU = "4" // each reserve node's CPU: the reserve pods fill them
+	reservePodCPU  = 1000
+	reservePods    = 8
+	claimPodCPU    = 500
+	claimPods      = 4
+	lowestPrio     = "soak-lowest"
+	// The claim is made at claimEvery/2 operations (30 s at 2 a second)
+	// and every claimEvery after, and deleted claimEvery/2 operations
+	// after it is made.
+	claimEvery = 120
+)
+
+// reserveNodeSpec is the i-th reserve node: tainted so that only the
+// reserve and the claim go there.
+func reserveNodeSpec(i int) sandbox.NodeSpec {
+	return sandbox.NodeSpec{
+		Name: fmt.Sprintf("soak-reserve-%d", i), CPU: reserveNodeCPU, Memory: "16Gi",
+		Labels: map[string]string{reservePool: "true"},
+		Taints: []v1.Taint{{Key: reservePool, Value: "true", Effect: v1.TaintEffectNoSchedule}},
+	}
+}
+
 // teams are the namespaces with ElasticQuotas: min as a share of the
 // cluster's CPU (memory in proportion), max as a multiple of min (0: no
 // max beyond the cluster).
@@ -90,6 +133,10 @@ type generator struct {
 	misfits     map[string]bool
 	ops         map[string]int
 	explainAsks int
+	// steps: operations so far; claimName: the claim's Deployment while
+	// it is made.
+	steps     int
+	claimName string
 }
 
 func newGenerator(seed int64, c kubernetes.Interface, sp versioned.Interface, clusterCPU int64) *generator {
@@ -98,13 +145,13 @@ func newGenerator(seed int64, c kubernetes.Interface, sp versioned.Interface, cl
 
 // setup creates the priority classes, namespaces and quotas.
 func (g *generator) setup(ctx context.Context) error {
-	for name, value := range map[string]int32{lowPrio: 100, highPrio: 1000} {
+	for name, value := range map[string]int32{lowestPrio: 10, lowPrio: 100, highPrio: 1000} {
 		_, err := g.c.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}, metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 	}
-	for _, ns := range append([]string{freeNamespace}, teamNames()...) {
+	for _, ns := range append([]string{freeNamespace, reserveNamespace, claimNamespace}, teamNames()...) {
 		if _, err := g.c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
@@ -113,6 +160,14 @@ func (g *generator) setup(ctx context.Context) error {
 		if err := g.createQuota(ctx, t.name, t.minShare, t.maxTimes); err != nil {
 			return err
 		}
+	}
+	for ns, cpu := range map[string]int64{reserveNamespace: reservePods * reservePodCPU, claimNamespace: claimPods * claimPodCPU} {
+		if err := g.fixedQuota(ctx, ns, cpu); err != nil {
+			return err
+		}
+	}
+	if err := g.createReserve(ctx); err != nil {
+		return err
 	}
 	// A DaemonSet on the spot nodes (a node agent): its pods name their
 	// node by affinity, and follow nodes added, relabelled and deleted.
@@ -167,6 +222,84 @@ func (g *generator) createQuota(ctx context.Context, ns string, minShare, maxTim
 		return nil
 	}
 	return err
+}
+
+// fixedQuota is a quota of min = max = cpu millicores (memory 4 Mi a
+// millicore, as quotaSpec's), which the generator never edits.
+func (g *generator) fixedQuota(ctx context.Context, ns string, cpu int64) error {
+	rl := v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(cpu, resource.DecimalSI), v1.ResourceMemory: *resource.NewQuantity(cpu*4<<20, resource.BinarySI)}
+	_, err := g.sp.SchedulingV1alpha1().ElasticQuotas(ns).Create(ctx, &schedv1alpha1.ElasticQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "quota", Namespace: ns},
+		Spec:       schedv1alpha1.ElasticQuotaSpec{Min: rl, Max: rl},
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// pinnedTemplate is the reserve's and the claim's pod: cpu millicores (2 Mi
+// of memory a millicore) at priority class prio, tolerating the reserve
+// nodes' taint and requiring their label.
+func pinnedTemplate(labels map[string]string, cpu int64, prio string) v1.PodTemplateSpec {
+	req := v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewMilliQuantity(cpu, resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(cpu*2<<20, resource.BinarySI),
+	}
+	return v1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: v1.PodSpec{
+			SchedulerName:                 schedulerName,
+			PriorityClassName:             prio,
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			NodeSelector:                  map[string]string{reservePool: "true"},
+			Tolerations:                   []v1.Toleration{{Key: reservePool, Operator: v1.TolerationOpEqual, Value: "true", Effect: v1.TaintEffectNoSchedule}},
+			Containers: []v1.Container{{
+				Name: "app", Image: "registry.example/soak:1",
+				Resources: v1.ResourceRequirements{Requests: req, Limits: req},
+			}},
+		},
+	}
+}
+
+// createReserve creates the reserve's pods: bare pods, not replaced if
+// taken (a replacement, within its namespace's min, would reclaim in turn,
+// and the judge, which counts every pod that may have been there when a
+// preemption decided, could then find the reserve above its min).
+func (g *generator) createReserve(ctx context.Context) error {
+	for i := range reservePods {
+		t := pinnedTemplate(map[string]string{"app": "reserve"}, reservePodCPU, lowestPrio)
+		pod := &v1.Pod{ObjectMeta: t.ObjectMeta, Spec: t.Spec}
+		pod.Name, pod.Namespace = fmt.Sprintf("reserve-%d", i), reserveNamespace
+		if _, err := g.c.CoreV1().Pods(reserveNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// claim makes the claim (a Deployment in claimNamespace) or, if it is
+// made, deletes it.
+func (g *generator) claim(ctx context.Context) (string, error) {
+	d := g.c.AppsV1().Deployments(claimNamespace)
+	if g.claimName != "" {
+		name := g.claimName
+		g.claimName = ""
+		g.ops["release-claim"]++
+		return "release-claim", ignoreNotFound(d.Delete(ctx, name, metav1.DeleteOptions{}))
+	}
+	g.claimName = g.name("claim")
+	g.ops["claim"]++
+	labels := map[string]string{"app": g.claimName}
+	_, err := d.Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: g.claimName, Namespace: claimNamespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](claimPods),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: pinnedTemplate(labels, claimPodCPU, highPrio),
+		},
+	}, metav1.CreateOptions{})
+	return "claim", err
 }
 
 func (g *generator) pick(n int) int { return g.rng.IntN(n) }
@@ -254,6 +387,12 @@ func (g *generator) podTemplate(labels map[string]string, restart v1.RestartPoli
 // state), so a seed replays the same operations: the record's size keeps
 // the workload near a target (about 80 % of the cluster's CPU requested).
 func (g *generator) step(ctx context.Context) (string, error) {
+	// The claim, at set operations: it draws nothing from rng, so the
+	// random operations are the same with or without it.
+	g.steps++
+	if g.steps%(claimEvery/2) == 0 {
+		return g.claim(ctx)
+	}
 	type op struct {
 		name   string
 		weight int
