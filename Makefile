@@ -479,10 +479,6 @@ test-soak: build envtest-bin ## The 3-minute soak of make test: seed 1, 200 node
 MUTANTS ?= confirmbinder-skips-check elasticquota-ignores-max reclaim-ignores-min preempts-higher-priority coscheduling-one-short admissionfeedback-forgets schedules-without-lease
 MUTANT_MINUTES ?= 3
 MUTANT_NODES ?= 50
-# Mutants run at 200 nodes, with their own control (none-200): a binding in
-# flight that the foreign binder can race needs room to bind into, which
-# the full 50-node cluster seldom has (docs/soak.md, "Planted bugs").
-MUTANTS_AT_200 = confirmbinder-skips-check
 
 .PHONY: scheduler-mutants
 scheduler-mutants: ## bin/scheduler-mutants: the scheduler with internal/mutant's planted faults (-tags soakmutants; for soak-mutants only).
@@ -491,16 +487,15 @@ scheduler-mutants: ## bin/scheduler-mutants: the scheduler with internal/mutant'
 .PHONY: soak-mutants
 soak-mutants: envtest-bin scheduler-mutants ## Proof the soak can fail: one short soak per planted fault (MUTANTS), each must end in a violation, and a control without one that must not; writes bin/soak-mutants/table.md (fault, caught by which invariant, after how long).
 	@mkdir -p $(BIN)/soak-mutants; $(TOOL_BUILD_CMD) -o $(BIN)/berth-soak ./hack/soak
-	@for m in none $(if $(filter $(MUTANTS_AT_200),$(MUTANTS)),none-200) $(MUTANTS); do \
+	@for m in none $(MUTANTS); do \
 		echo ">> mutant $$m"; \
 		nodes=$(MUTANT_NODES); planted=$$m; \
-		case " none-200 $(MUTANTS_AT_200) " in *" $$m "*) nodes=200;; esac; \
-		case $$m in none|none-*) planted=;; esac; \
+		case $$m in none) planted=;; esac; \
 		$(BIN)/berth-soak --scheduler $(BIN)/scheduler-mutants --assets $(ENVTEST_DIR) --kwok $(KWOK) --kwok-crds $(KWOK_CRDS) --metrics-server $(METRICS_SERVER) \
 			--minutes $(MUTANT_MINUTES) --nodes $$nodes --seed 1 --fault-every 15s --drain 1m --stop-on-violation --mutant "$$planted" --out $(BIN)/soak-mutants/$$m > $(BIN)/soak-mutants/$$m.log 2>&1 && rc=0 || rc=$$?; \
 		echo "   exit $$rc: $$(grep -c '^VIOLATION' $(BIN)/soak-mutants/$$m.log || true) violations"; \
 	done
-	$(BIN)/berth-soak --mutants-table $(BIN)/soak-mutants none $(if $(filter $(MUTANTS_AT_200),$(MUTANTS)),none-200) $(MUTANTS) | tee $(BIN)/soak-mutants/table.md
+	$(BIN)/berth-soak --mutants-table $(BIN)/soak-mutants none $(MUTANTS) | tee $(BIN)/soak-mutants/table.md
 
 .PHONY: soak-leak
 soak-leak: build envtest-bin ## Leaks: 25 minutes without leader kills or restarts, failing on a replica's RSS slope over 2 MiB/min or goroutine slope over 5/min (judged over a process start of at least 10 minutes).
@@ -571,11 +566,12 @@ $(BIN)/kube-scheduler: go.mod go.sum
 	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
 
 .PHONY: bench-abba
-bench-abba: build envtest-bin $(BIN)/kube-scheduler ## Berth's binary vs upstream's kube-scheduler, default profile, ABBA order (PAIRS=8), 500 nodes / 2,000 pods; writes bin/bench/abba.md.
+bench-abba: build envtest-bin $(BIN)/kube-scheduler ## Berth's binary vs upstream's kube-scheduler, default profile, ABBA order (PAIRS=8; PARALLELISM=N sets the configuration's parallelism for both), 500 nodes / 2,000 pods; writes bin/bench/abba.md.
 	@mkdir -p $(BENCH_DIR)
 	$(TOOL_BUILD_CMD) -o $(BIN)/berth-abba ./hack/abba
 	$(BIN)/berth-abba --berth $(BIN)/scheduler --upstream $(BIN)/kube-scheduler --assets $(ENVTEST_DIR) --pairs $(or $(PAIRS),8) \
-		--out $(BENCH_DIR)/abba.md --command "make bench-abba PAIRS=$(or $(PAIRS),8)"
+		$(if $(PARALLELISM),--parallelism $(PARALLELISM)) \
+		--out $(BENCH_DIR)/abba.md --command "make bench-abba PAIRS=$(or $(PAIRS),8)$(if $(PARALLELISM), PARALLELISM=$(PARALLELISM))"
 
 .PHONY: bench
 bench: envtest-bin ## Benchmark every profile on scheduler_perf, 500 nodes / 1,000 pods, BENCH_COUNT rounds; write docs/benchmarks.md.

@@ -77,6 +77,8 @@ type auditTrail struct {
 	lists  map[string][]auditSpan
 	binds  map[string][]auditBind
 	bindOf map[types.UID]auditBind
+	// fresh: bindings read and not yet taken by settled, in log order.
+	fresh []auditBind
 	// through: the newest answer read.
 	through time.Time
 	// lines, bad: lines read, and those that did not parse.
@@ -151,6 +153,7 @@ func (a *auditTrail) add(line []byte) bool {
 		bind := auditBind{auditSpan: span, uid: ev.ObjectRef.UID, node: b.Target.Name}
 		a.binds[span.client] = append(a.binds[span.client], bind)
 		a.bindOf[bind.uid] = bind
+		a.fresh = append(a.fresh, bind)
 	}
 	return true
 }
@@ -195,31 +198,60 @@ func (a *auditTrail) auditVerdict(uid types.UID, node string, foreignCreated tim
 	if !ok || bind.node != node {
 		return false, false, ""
 	}
-	// The replica's last LIST of the node answered before the binding was
-	// received (its LISTs do not overlap: the node's lock), and its last
-	// binding onto the node before this one.
-	var list auditSpan
-	for _, l := range a.lists[bind.client+"/"+node] {
-		if !l.completed.After(bind.received) && l.received.After(list.received) {
-			list = l
-		}
-	}
-	var prev time.Time
-	for _, b := range a.binds[bind.client] {
-		if b.node == node && b.uid != uid && b.received.Before(bind.received) && b.received.After(prev) {
-			prev = b.received
-		}
-	}
+	list, unconfirmed := a.confirmation(bind)
 	switch {
-	case list.received.IsZero() || !prev.IsZero() && list.received.Before(prev):
-		return false, true, fmt.Sprintf("bound at %s with no LIST of node %s's pods by its replica since that replica's previous binding there (ConfirmBinder confirm: Always lists the node first)",
-			bind.received.Format("15:04:05.000"), node)
+	case unconfirmed != "":
+		return false, true, unconfirmed
 	case list.received.After(foreignCreated):
 		return false, true, fmt.Sprintf("its confirmation listed node %s's pods at %s, %s after the foreign pod was stored, and it was bound anyway",
 			node, list.received.Format("15:04:05.000"), list.received.Sub(foreignCreated).Round(time.Millisecond))
 	}
 	return true, true, ""
 }
+
+// confirmation is the LIST of the node's pods that confirmed bind: the
+// binding replica's last LIST of the node answered before the binding was
+// received (its LISTs do not overlap: the node's lock). unconfirmed says why
+// there is none ("" if there is): no such LIST, or none since that
+// replica's previous binding onto the node (ConfirmBinder, confirm: Always,
+// lists and binds under the node's lock, once per binding).
+func (a *auditTrail) confirmation(bind auditBind) (list auditSpan, unconfirmed string) {
+	for _, l := range a.lists[bind.client+"/"+bind.node] {
+		if !l.completed.After(bind.received) && l.received.After(list.received) {
+			list = l
+		}
+	}
+	var prev time.Time
+	for _, b := range a.binds[bind.client] {
+		if b.node == bind.node && b.uid != bind.uid && b.received.Before(bind.received) && b.received.After(prev) {
+			prev = b.received
+		}
+	}
+	if list.received.IsZero() || !prev.IsZero() && list.received.Before(prev) {
+		return list, fmt.Sprintf("bound at %s with no LIST of node %s's pods by its replica since that replica's previous binding there (ConfirmBinder confirm: Always lists the node first)",
+			bind.received.Format("15:04:05.000"), bind.node)
+	}
+	return list, ""
+}
+
+// settled takes the bindings read that were received at least auditSettle
+// before the newest answer read: the LISTs that came before them are in.
+func (a *auditTrail) settled() []auditBind {
+	if a == nil {
+		return nil
+	}
+	n := 0
+	for n < len(a.fresh) && !a.fresh[n].received.After(a.through.Add(-auditSettle)) {
+		n++
+	}
+	out := a.fresh[:n:n]
+	a.fresh = a.fresh[n:]
+	return out
+}
+
+// auditSettle: how far the log must have been read past a binding before
+// its confirmation is judged.
+const auditSettle = 5 * time.Second
 
 // lacks reports whether the log has been read past t plus slack without a
 // binding of uid: it will not have one (an API server restart lost it).

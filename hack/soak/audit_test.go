@@ -207,3 +207,62 @@ func TestForeignOverrunJudgesFromTheAuditLog(t *testing.T) {
 		t.Errorf("with the log past the binding and without it: %v, %q, later %v; want a race by the time window", foreign, who, later)
 	}
 }
+
+// Every binding is judged for its confirmation once the log is read
+// auditSettle past it: a LIST of the node by the same replica answered
+// before the binding and after that replica's previous binding there.
+func TestEveryBindingIsJudgedForItsConfirmation(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 4, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	lines := []string{
+		// r1 lists n1, binds a there: confirmed.
+		auditLine(t, "r1", "list", listOf("n1"), "", "", 200, at(0), at(10)),
+		auditLine(t, "r1", "create", "/api/v1/namespaces/ns/pods/a/binding", "a", "n1", 201, at(20), at(30)),
+		// r1 binds b onto n1 with no LIST since a's binding: unconfirmed.
+		auditLine(t, "r1", "create", "/api/v1/namespaces/ns/pods/b/binding", "b", "n1", 201, at(40), at(50)),
+		// r2 binds c onto n1: r1's LIST does not confirm r2's binding.
+		auditLine(t, "r2", "create", "/api/v1/namespaces/ns/pods/c/binding", "c", "n1", 201, at(60), at(70)),
+		// r1 lists n2 and binds d onto n1: a LIST of another node.
+		auditLine(t, "r1", "list", listOf("n2"), "", "", 200, at(80), at(90)),
+		auditLine(t, "r1", "create", "/api/v1/namespaces/ns/pods/d/binding", "d", "n1", 201, at(100), at(110)),
+		// r1 lists n1 again and binds e there: confirmed.
+		auditLine(t, "r1", "list", listOf("n1"), "", "", 200, at(120), at(130)),
+		auditLine(t, "r1", "create", "/api/v1/namespaces/ns/pods/e/binding", "e", "n1", 201, at(140), at(150)),
+	}
+	path := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := newAuditTrail(path)
+	if err := a.read(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.settled(); len(got) != 0 {
+		t.Fatalf("settled %d bindings with the log read only 150 ms past them; want none before auditSettle", len(got))
+	}
+	// A later answer moves the log past auditSettle.
+	late := auditLine(t, "r1", "list", listOf("n3"), "", "", 200, at(6000), at(6010))
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "")+late), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.read(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, b := range a.settled() {
+		_, why := a.confirmation(b)
+		got[string(b.uid)] = why == ""
+	}
+	want := map[string]bool{"a": true, "b": false, "c": false, "d": false, "e": true}
+	if len(got) != len(want) {
+		t.Fatalf("settled %v; want every binding of %v once", got, want)
+	}
+	for uid, ok := range want {
+		if got[uid] != ok {
+			t.Errorf("binding %s confirmed = %v, want %v", uid, got[uid], ok)
+		}
+	}
+	if again := a.settled(); len(again) != 0 {
+		t.Errorf("settled gave %d bindings a second time", len(again))
+	}
+}

@@ -205,8 +205,12 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		f.leaseFault(true)
 		f.w.setAPIDown(true)
 		restart := f.cl.cp.RestartAPIServer
-		if kind == "etcd-restart" {
+		gap := kind == "apiserver-restart"
+		if !gap {
 			restart = f.cl.cp.RestartEtcd
+		}
+		if gap {
+			f.w.auditGap(true)
 		}
 		// Not under f.mu (other faults' undo timers go on) and not with
 		// the soak's context (a restart cut short leaves no API server).
@@ -216,6 +220,9 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 			err := restart(rctx)
 			f.leaseFault(false)
 			f.w.setAPIDown(false)
+			if gap {
+				f.w.auditGap(false)
+			}
 			f.mu.Lock()
 			f.restarting = false
 			f.mu.Unlock()

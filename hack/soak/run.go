@@ -126,20 +126,22 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 			clusterCPU += cpu.MilliValue()
 		}
 	}
-	// The reserve nodes: not the faults' to act on, nor the workload's
-	// (clusterCPU sizes it).
+	// The reserve's and the refuser's nodes: not the faults' to act on,
+	// nor the workload's (clusterCPU sizes it).
 	ready := append([]string(nil), names...)
-	for i := range reserveNodes {
-		s := reserveNodeSpec(i)
+	for _, s := range probeNodeSpecs() {
 		if _, err := cl.kwok.CreateNode(ctx, s); err != nil {
 			return nil, err
 		}
 		ready = append(ready, s.Name)
 	}
+	if err := cl.kwok.Refuse(ctx, refuserNode, sandbox.ReasonUnexpectedAdmissionError, refusalMessage(sandbox.ReasonUnexpectedAdmissionError)); err != nil {
+		return nil, err
+	}
 	if err := cl.kwok.WaitReady(ctx, time.Minute+time.Duration(o.nodes)*50*time.Millisecond, ready...); err != nil {
 		return nil, err
 	}
-	logf("%d nodes Ready (%d of them the reserve's)", len(ready), reserveNodes)
+	logf("%d nodes Ready (%d of them the reserve's and the refuser's)", len(ready), len(ready)-len(names))
 	if cl.ms != nil {
 		logf("metrics-server, scraping KWOK's kubelet endpoints at %s", cl.kwok.Endpoint())
 		if err := cl.ms.Start(ctx); err != nil {

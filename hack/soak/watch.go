@@ -137,6 +137,9 @@ type watcher struct {
 	backlogFor, shortFor time.Duration
 	// disturbed: faults that can cut a leader's work short (disturbance).
 	disturbed spans
+	// auditGaps: API server restarts, around which the audit log may
+	// lack an event (1-overcommit/confirmed counts, does not judge).
+	auditGaps spans
 	// created and bound times per pod UID, for latency and liveness.
 	firstSeen map[types.UID]time.Time
 	boundAt   map[types.UID]time.Time
@@ -391,6 +394,7 @@ func (w *watcher) podChanged(old, p *v1.Pod) {
 			// within confirmTimeout) can make seconds later. A pod bound
 			// while the replicas' path was slowed is not judged.
 			bound, ok := w.boundAt[p.UID]
+			w.event("5-admission-feedback", string(p.UID), ok && !w.slowAt(bound))
 			for _, t := range w.refusals[key] {
 				if ok && bound.After(t.Add(refusalInFlight)) && !w.slowAt(bound) && now.Sub(t) < refusalTTL {
 					w.violate("refusal/"+key+"/"+string(p.UID), "5-admission-feedback",
@@ -536,6 +540,7 @@ func (w *watcher) check(leads, known bool, active float64) {
 			w.reported["audit-read"] = true
 			logf("watcher: reading the audit log: %v (overcommits beside foreign pods are judged by the time window)", err)
 		}
+		w.checkConfirmed()
 	}
 	// No replica leads, or the API server is down (a restart: nothing can
 	// be scheduled, and scrapes fail as its authorization does).
@@ -656,6 +661,39 @@ func (s *spans) at(t time.Time, lead time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// auditGap marks an API server restart beginning or ending.
+func (w *watcher) auditGap(begins bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.auditGaps.mark(begins, time.Now(), disturbanceLinger)
+}
+
+// checkConfirmed: 1. every binding a replica made was confirmed (the
+// profile's ConfirmBinder runs with the chart's confirm: Always): the
+// audit log has that replica's LIST of the node's pods answered before the
+// binding and after its previous binding onto the node. Outcome checks
+// (1's overcommit beside a foreign pod) need a race the workload may not
+// make; an unconfirmed binding is what would let one through, and shows
+// at every binding. Bindings around an API server restart (whose audit
+// log may lack an event) are counted, not judged.
+func (w *watcher) checkConfirmed() {
+	for _, b := range w.audit.settled() {
+		key := "confirmed/" + string(b.uid)
+		judged := !w.auditGaps.at(b.received, 5*time.Second)
+		w.event("1-overcommit/confirmed", key, judged)
+		if !judged {
+			continue
+		}
+		if _, why := w.audit.confirmation(b); why != "" {
+			id := string(b.uid)
+			if p := w.podByUID(b.uid, "", ""); p != nil {
+				id = p.Namespace + "/" + p.Name
+			}
+			w.violate(key, "1-overcommit", fmt.Sprintf("pod %s %s", id, why), "pod "+id, "node "+b.node)
+		}
+	}
 }
 
 // setAPIDown marks an API server or etcd restart under way.

@@ -95,6 +95,72 @@ func reserveNodeSpec(i int) sandbox.NodeSpec {
 	}
 }
 
+// The refuser: a node whose kubelet refuses every pod, for the whole run,
+// beside one that admits them, and a Deployment of one pod that prefers the
+// refusing node. AdmissionFeedback must turn the Deployment's next pod away
+// from the node that refused it (to the other); forgetting the refusal (the
+// admissionfeedback-forgets mutant), the scheduler sends every replacement
+// back to be refused, and the second refusal decided after the first was
+// seen is a 5-admission-feedback violation. Apart from the random workload
+// and the faults' node-refuse, so that it happens in every run.
+const (
+	// refuserLabel labels (and taints, NoSchedule) the two nodes: "refuses"
+	// on refuserNode, "admits" on the other.
+	refuserLabel = "soak.berth.dev/refuser"
+	refuserNode  = "soak-refuser-0"
+)
+
+// probeNodeSpecs are the nodes of the reserve and the refuser.
+func probeNodeSpecs() []sandbox.NodeSpec {
+	var out []sandbox.NodeSpec
+	for i := range reserveNodes {
+		out = append(out, reserveNodeSpec(i))
+	}
+	for i, role := range []string{"refuses", "admits"} {
+		out = append(out, sandbox.NodeSpec{
+			Name: fmt.Sprintf("soak-refuser-%d", i), CPU: "4", Memory: "16Gi",
+			Labels: map[string]string{refuserLabel: role},
+			Taints: []v1.Taint{{Key: refuserLabel, Effect: v1.TaintEffectNoSchedule}},
+		})
+	}
+	return out
+}
+
+// refusalProbe is the refuser's Deployment (in freeNamespace): one pod of
+// 100 m on either refuser node, preferring the refusing one.
+func refusalProbe() *appsv1.Deployment {
+	labels := map[string]string{"app": "refusal-probe"}
+	req := v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("200Mi")}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "refusal-probe", Namespace: freeNamespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: v1.PodSpec{
+					SchedulerName:                 schedulerName,
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Tolerations:                   []v1.Toleration{{Key: refuserLabel, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}},
+					Affinity: &v1.Affinity{NodeAffinity: &v1.NodeAffinity{
+						RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+							MatchExpressions: []v1.NodeSelectorRequirement{{Key: refuserLabel, Operator: v1.NodeSelectorOpExists}},
+						}}},
+						PreferredDuringSchedulingIgnoredDuringExecution: []v1.PreferredSchedulingTerm{{
+							Weight:     100,
+							Preference: v1.NodeSelectorTerm{MatchExpressions: []v1.NodeSelectorRequirement{{Key: refuserLabel, Operator: v1.NodeSelectorOpIn, Values: []string{"refuses"}}}},
+						}},
+					}},
+					Containers: []v1.Container{{
+						Name: "app", Image: "registry.example/soak:1",
+						Resources: v1.ResourceRequirements{Requests: req, Limits: req},
+					}},
+				},
+			},
+		},
+	}
+}
+
 // teams are the namespaces with ElasticQuotas: min as a share of the
 // cluster's CPU (memory in proportion), max as a multiple of min (0: no
 // max beyond the cluster).
@@ -167,6 +233,9 @@ func (g *generator) setup(ctx context.Context) error {
 		}
 	}
 	if err := g.createReserve(ctx); err != nil {
+		return err
+	}
+	if _, err := g.c.AppsV1().Deployments(freeNamespace).Create(ctx, refusalProbe(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 	// A DaemonSet on the spot nodes (a node agent): its pods name their

@@ -18,8 +18,8 @@ import (
 
 // The reserve fills the reserve nodes and only the reserve and the claim
 // may go there; the claim is made and released at set operations, whatever
-// the seed.
-func TestReserveAndClaim(t *testing.T) {
+// the seed; only the refusal probe goes to the refuser's nodes.
+func TestReserveClaimAndRefuser(t *testing.T) {
 	ctx := context.Background()
 	c, sp := fake.NewClientset(), spfake.NewSimpleClientset()
 	g := newGenerator(7, c, sp, 200_000)
@@ -47,12 +47,24 @@ func TestReserveAndClaim(t *testing.T) {
 	if min, max := q.Spec.Min.Cpu().MilliValue(), q.Spec.Max.Cpu().MilliValue(); reserveCPU != nodeCPU || min != reserveCPU || max != min {
 		t.Errorf("the reserve asks %dm, its nodes have %dm, its quota min %dm max %dm: want them all equal", reserveCPU, nodeCPU, min, max)
 	}
-	spec := reserveNodeSpec(0)
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: spec.Labels}, Spec: v1.NodeSpec{Taints: spec.Taints}}
-	fits := func(p *v1.Pod) bool {
+	nodes := map[string]*v1.Node{}
+	for _, spec := range probeNodeSpecs() {
+		nodes[spec.Name] = &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: spec.Labels}, Spec: v1.NodeSpec{Taints: spec.Taints}}
+	}
+	fitsNode := func(p *v1.Pod, node *v1.Node) bool {
 		_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, p.Spec.Tolerations, func(*v1.Taint) bool { return true }, false)
 		ok, _ := nodeaffinity.GetRequiredNodeAffinity(p).Match(node)
 		return ok && !untolerated
+	}
+	fits := func(p *v1.Pod) bool { return fitsNode(p, nodes["soak-reserve-0"]) }
+	// The refusal probe fits both refuser nodes, nothing else of the
+	// workload fits either, and it prefers the refusing one.
+	probe := &v1.Pod{Spec: refusalProbe().Spec.Template.Spec}
+	if !fitsNode(probe, nodes[refuserNode]) || !fitsNode(probe, nodes["soak-refuser-1"]) || fits(probe) {
+		t.Errorf("the refusal probe fits %s %v, soak-refuser-1 %v, a reserve node %v; want both refuser nodes only", refuserNode, fitsNode(probe, nodes[refuserNode]), fitsNode(probe, nodes["soak-refuser-1"]), fits(probe))
+	}
+	if pref := probe.Spec.Affinity.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution; len(pref) != 1 || nodes[refuserNode].Labels[refuserLabel] != pref[0].Preference.MatchExpressions[0].Values[0] {
+		t.Errorf("the refusal probe does not prefer %s", refuserNode)
 	}
 	if !fits(&reserve.Items[0]) {
 		t.Errorf("a reserve pod does not fit a reserve node")
@@ -90,8 +102,8 @@ func TestReserveAndClaim(t *testing.T) {
 			continue
 		}
 		others++
-		if fits(&p) {
-			t.Errorf("pod %s/%s fits a reserve node", p.Namespace, p.Name)
+		if fits(&p) || fitsNode(&p, nodes[refuserNode]) {
+			t.Errorf("pod %s/%s fits a reserve or refuser node", p.Namespace, p.Name)
 		}
 	}
 	deployments, err := c.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
@@ -99,12 +111,12 @@ func TestReserveAndClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range deployments.Items {
-		if d.Namespace == claimNamespace {
+		if d.Namespace == claimNamespace || d.Name == "refusal-probe" {
 			continue
 		}
 		others++
-		if fits(&v1.Pod{Spec: d.Spec.Template.Spec}) {
-			t.Errorf("deployment %s/%s's pods fit a reserve node", d.Namespace, d.Name)
+		if p := (&v1.Pod{Spec: d.Spec.Template.Spec}); fits(p) || fitsNode(p, nodes[refuserNode]) {
+			t.Errorf("deployment %s/%s's pods fit a reserve or refuser node", d.Namespace, d.Name)
 		}
 	}
 	if others == 0 {
