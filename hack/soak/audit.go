@@ -77,6 +77,8 @@ type auditTrail struct {
 	lists  map[string][]auditSpan
 	binds  map[string][]auditBind
 	bindOf map[types.UID]auditBind
+	// bindsOn: per client and node, that client's bindings onto the node.
+	bindsOn map[string][]auditBind
 	// fresh: bindings read and not yet taken by settled, in log order.
 	fresh []auditBind
 	// through: the newest answer read.
@@ -86,7 +88,7 @@ type auditTrail struct {
 }
 
 func newAuditTrail(path string) *auditTrail {
-	return &auditTrail{path: path, lists: map[string][]auditSpan{}, binds: map[string][]auditBind{}, bindOf: map[types.UID]auditBind{}}
+	return &auditTrail{path: path, lists: map[string][]auditSpan{}, binds: map[string][]auditBind{}, bindOf: map[types.UID]auditBind{}, bindsOn: map[string][]auditBind{}}
 }
 
 // read takes in the complete lines written since the last read.
@@ -153,6 +155,7 @@ func (a *auditTrail) add(line []byte) bool {
 		bind := auditBind{auditSpan: span, uid: ev.ObjectRef.UID, node: b.Target.Name}
 		a.binds[span.client] = append(a.binds[span.client], bind)
 		a.bindOf[bind.uid] = bind
+		a.bindsOn[span.client+"/"+bind.node] = append(a.bindsOn[span.client+"/"+bind.node], bind)
 		a.fresh = append(a.fresh, bind)
 	}
 	return true
@@ -212,22 +215,24 @@ func (a *auditTrail) auditVerdict(uid types.UID, node string, foreignCreated tim
 // confirmation is the LIST of the node's pods that confirmed bind: the
 // binding replica's last LIST of the node answered before the binding was
 // received (its LISTs do not overlap: the node's lock). unconfirmed says why
-// there is none ("" if there is): no such LIST, or none since that
-// replica's previous binding onto the node (ConfirmBinder, confirm: Always,
-// lists and binds under the node's lock, once per binding).
+// there is none ("" if there is): no such LIST, or none received after that
+// replica's previous binding onto the node had completed (ConfirmBinder,
+// confirm: Always, lists and binds under the node's lock, once per
+// binding: its next LIST is sent after the binding's answer).
 func (a *auditTrail) confirmation(bind auditBind) (list auditSpan, unconfirmed string) {
-	for _, l := range a.lists[bind.client+"/"+bind.node] {
+	key := bind.client + "/" + bind.node
+	for _, l := range a.lists[key] {
 		if !l.completed.After(bind.received) && l.received.After(list.received) {
 			list = l
 		}
 	}
-	var prev time.Time
-	for _, b := range a.binds[bind.client] {
-		if b.node == bind.node && b.uid != bind.uid && b.received.Before(bind.received) && b.received.After(prev) {
-			prev = b.received
+	var prev auditSpan
+	for _, b := range a.bindsOn[key] {
+		if b.uid != bind.uid && b.received.Before(bind.received) && b.received.After(prev.received) {
+			prev = b.auditSpan
 		}
 	}
-	if list.received.IsZero() || !prev.IsZero() && list.received.Before(prev) {
+	if list.received.IsZero() || !prev.received.IsZero() && list.received.Before(prev.completed) {
 		return list, fmt.Sprintf("bound at %s with no LIST of node %s's pods by its replica since that replica's previous binding there (ConfirmBinder confirm: Always lists the node first)",
 			bind.received.Format("15:04:05.000"), bind.node)
 	}
@@ -235,13 +240,15 @@ func (a *auditTrail) confirmation(bind auditBind) (list auditSpan, unconfirmed s
 }
 
 // settled takes the bindings read that were received at least auditSettle
-// before the newest answer read: the LISTs that came before them are in.
-func (a *auditTrail) settled() []auditBind {
+// before the newest answer read (the LISTs that came before them are in),
+// or, with all (the run is over and the log read to its end), every one
+// not yet taken.
+func (a *auditTrail) settled(all bool) []auditBind {
 	if a == nil {
 		return nil
 	}
 	n := 0
-	for n < len(a.fresh) && !a.fresh[n].received.After(a.through.Add(-auditSettle)) {
+	for n < len(a.fresh) && (all || !a.fresh[n].received.After(a.through.Add(-auditSettle))) {
 		n++
 	}
 	out := a.fresh[:n:n]

@@ -228,6 +228,13 @@ func TestEveryBindingIsJudgedForItsConfirmation(t *testing.T) {
 		// r1 lists n1 again and binds e there: confirmed.
 		auditLine(t, "r1", "list", listOf("n1"), "", "", 200, at(120), at(130)),
 		auditLine(t, "r1", "create", "/api/v1/namespaces/ns/pods/e/binding", "e", "n1", 201, at(140), at(150)),
+		// r1 lists n4, binds g there (answered at 230); a LIST of n4
+		// received at 200, while g's binding was under way, does not
+		// confirm f: the lock would have held it until g's answer.
+		auditLine(t, "r1", "list", listOf("n4"), "", "", 200, at(160), at(170)),
+		auditLine(t, "r1", "list", listOf("n4"), "", "", 200, at(200), at(210)),
+		auditLine(t, "r1", "create", "/api/v1/namespaces/ns/pods/g/binding", "g", "n4", 201, at(180), at(230)),
+		auditLine(t, "r1", "create", "/api/v1/namespaces/ns/pods/f/binding", "f", "n4", 201, at(240), at(250)),
 	}
 	path := filepath.Join(t.TempDir(), "audit.log")
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "")), 0o600); err != nil {
@@ -237,11 +244,13 @@ func TestEveryBindingIsJudgedForItsConfirmation(t *testing.T) {
 	if err := a.read(); err != nil {
 		t.Fatal(err)
 	}
-	if got := a.settled(); len(got) != 0 {
+	if got := a.settled(false); len(got) != 0 {
 		t.Fatalf("settled %d bindings with the log read only 150 ms past them; want none before auditSettle", len(got))
 	}
-	// A later answer moves the log past auditSettle.
-	late := auditLine(t, "r1", "list", listOf("n3"), "", "", 200, at(6000), at(6010))
+	// A later answer moves the log past auditSettle; a binding just
+	// before it is not settled until the run is over (all).
+	late := auditLine(t, "r1", "list", listOf("n3"), "", "", 200, at(6000), at(6003)) +
+		auditLine(t, "r1", "create", "/api/v1/namespaces/ns/pods/h/binding", "h", "n3", 201, at(6005), at(6020))
 	if err := os.WriteFile(path, []byte(strings.Join(lines, "")+late), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -249,11 +258,11 @@ func TestEveryBindingIsJudgedForItsConfirmation(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]bool{}
-	for _, b := range a.settled() {
+	for _, b := range a.settled(false) {
 		_, why := a.confirmation(b)
 		got[string(b.uid)] = why == ""
 	}
-	want := map[string]bool{"a": true, "b": false, "c": false, "d": false, "e": true}
+	want := map[string]bool{"a": true, "b": false, "c": false, "d": false, "e": true, "g": true, "f": false}
 	if len(got) != len(want) {
 		t.Fatalf("settled %v; want every binding of %v once", got, want)
 	}
@@ -262,7 +271,14 @@ func TestEveryBindingIsJudgedForItsConfirmation(t *testing.T) {
 			t.Errorf("binding %s confirmed = %v, want %v", uid, got[uid], ok)
 		}
 	}
-	if again := a.settled(); len(again) != 0 {
+	last := a.settled(true)
+	if len(last) != 1 || last[0].uid != "h" {
+		t.Fatalf("settled(all) gave %v; want the binding of h alone", last)
+	}
+	if _, why := a.confirmation(last[0]); why != "" {
+		t.Errorf("binding h: %s; want it confirmed", why)
+	}
+	if again := a.settled(true); len(again) != 0 {
 		t.Errorf("settled gave %d bindings a second time", len(again))
 	}
 }

@@ -272,8 +272,8 @@ func printMutantsTable(dir string, mutants []string) int {
 		}
 		sort.Strings(firsts)
 		caught := "**missed**"
-		// A control (no fault planted) per size the mutants run at:
-		// none, none-200.
+		// A control (no fault planted): none (or none-<size>, for
+		// mutants run at another size by hand).
 		control := m == "none" || strings.HasPrefix(m, "none-")
 		switch {
 		case control && len(r.Violations) == 0:

@@ -305,6 +305,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	if !stopped {
 		w.judgeDrained()
 	}
+	w.finalConfirmed()
 	cl.judgeExits(w)
 	rep = buildReport(o, gen, fl, w, cl, opErrors)
 	if err := rep.write(o.out); err != nil {

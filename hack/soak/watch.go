@@ -540,7 +540,7 @@ func (w *watcher) check(leads, known bool, active float64) {
 			w.reported["audit-read"] = true
 			logf("watcher: reading the audit log: %v (overcommits beside foreign pods are judged by the time window)", err)
 		}
-		w.checkConfirmed()
+		w.checkConfirmed(false)
 	}
 	// No replica leads, or the API server is down (a restart: nothing can
 	// be scheduled, and scrapes fail as its authorization does).
@@ -652,7 +652,7 @@ func (s *spans) mark(begins bool, now time.Time, linger time.Duration) {
 
 // at reports whether t fell within a span, counting lead before its start.
 func (s *spans) at(t time.Time, lead time.Duration) bool {
-	if s.open > 0 && !t.Before(s.from) {
+	if s.open > 0 && !t.Before(s.from.Add(-lead)) {
 		return true
 	}
 	for _, d := range s.done {
@@ -677,9 +677,10 @@ func (w *watcher) auditGap(begins bool) {
 // (1's overcommit beside a foreign pod) need a race the workload may not
 // make; an unconfirmed binding is what would let one through, and shows
 // at every binding. Bindings around an API server restart (whose audit
-// log may lack an event) are counted, not judged.
-func (w *watcher) checkConfirmed() {
-	for _, b := range w.audit.settled() {
+// log may lack an event) are counted, not judged. all: the run is over,
+// every binding read is judged (see finalConfirmed).
+func (w *watcher) checkConfirmed(all bool) {
+	for _, b := range w.audit.settled(all) {
 		key := "confirmed/" + string(b.uid)
 		judged := !w.auditGaps.at(b.received, 5*time.Second)
 		w.event("1-overcommit/confirmed", key, judged)
@@ -694,6 +695,21 @@ func (w *watcher) checkConfirmed() {
 			w.violate(key, "1-overcommit", fmt.Sprintf("pod %s %s", id, why), "pod "+id, "node "+b.node)
 		}
 	}
+}
+
+// finalConfirmed reads the audit log to its end once the run is over and
+// judges the bindings not yet judged (the last ones have no later answer
+// to settle them).
+func (w *watcher) finalConfirmed() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.audit == nil {
+		return
+	}
+	if err := w.audit.read(); err != nil {
+		logf("watcher: reading the audit log: %v", err)
+	}
+	w.checkConfirmed(true)
 }
 
 // setAPIDown marks an API server or etcd restart under way.

@@ -352,10 +352,14 @@ func (g *generator) createReserve(ctx context.Context) error {
 func (g *generator) claim(ctx context.Context) (string, error) {
 	d := g.c.AppsV1().Deployments(claimNamespace)
 	if g.claimName != "" {
-		name := g.claimName
-		g.claimName = ""
+		// Kept until deleted: a failed delete (an API server restart) is
+		// retried at the next claim step instead of a new claim.
 		g.ops["release-claim"]++
-		return "release-claim", ignoreNotFound(d.Delete(ctx, name, metav1.DeleteOptions{}))
+		if err := ignoreNotFound(d.Delete(ctx, g.claimName, metav1.DeleteOptions{})); err != nil {
+			return "release-claim", err
+		}
+		g.claimName = ""
+		return "release-claim", nil
 	}
 	g.claimName = g.name("claim")
 	g.ops["claim"]++
