@@ -19,7 +19,7 @@ func TestReportStatistics(t *testing.T) {
 		}
 		results = append(results, b, u)
 	}
-	got := report(results, "make bench-abba PAIRS=4", 10, 20, false, 0)
+	got := report(results, "make bench-abba PAIRS=4", 10, 20, false)
 	for _, want := range []string{
 		"scheduling time **1.00× (1.00–1.00)**",
 		// mean 0.2 s, sd 0.1155 s, SE 0.0577 s; 5 % ± 1.4 % of 4 s.
