@@ -204,12 +204,10 @@ func (f *faults) inject(ctx context.Context, logf func(string, ...any)) error {
 		f.restarting = true
 		f.leaseFault(true)
 		f.w.setAPIDown(true)
-		restart := f.cl.cp.RestartAPIServer
-		gap := kind == "apiserver-restart"
-		if !gap {
-			restart = f.cl.cp.RestartEtcd
-		}
+		// An API server restart may cost the audit log an event.
+		restart, gap := f.cl.cp.RestartEtcd, kind == "apiserver-restart"
 		if gap {
+			restart = f.cl.cp.RestartAPIServer
 			f.w.auditGap(true)
 		}
 		// Not under f.mu (other faults' undo timers go on) and not with
