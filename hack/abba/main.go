@@ -406,5 +406,7 @@ func difference(diffs, upstream []float64, unit string) string {
 // run's spread.
 func pairsNeeded(diffs, upstream []float64) string {
 	sd, base := stats.StdDev(diffs), stats.Mean(upstream)
-	return fmt.Sprintf("At this spread (standard deviation of the CPU differences %.3f s), a standard error of 1 %% of upstream's CPU (a 2 %% difference at two standard errors) needs %.0f pairs.", sd, math.Ceil((sd/(0.01*base))*(sd/(0.01*base))))
+	// The standard error sd/√n is 1 % of base when n = (sd / 1 % of base)².
+	k := sd / (0.01 * base)
+	return fmt.Sprintf("At this spread (standard deviation of the CPU differences %.3f s), a standard error of 1 %% of upstream's CPU (a 2 %% difference at two standard errors) needs %.0f pairs.", sd, math.Ceil(k*k))
 }

@@ -71,14 +71,12 @@ type auditTrail struct {
 	path string
 	off  int64
 	// lists: per client and node, that client's LISTs of the node's pods
-	// (a field selector on spec.nodeName), in the order answered; binds:
-	// per client, its successful bindings, in order; bindOf: each pod's
-	// last successful binding.
-	lists  map[string][]auditSpan
-	binds  map[string][]auditBind
-	bindOf map[types.UID]auditBind
-	// bindsOn: per client and node, that client's bindings onto the node.
+	// (a field selector on spec.nodeName), in the order answered; bindsOn:
+	// per client and node, that client's successful bindings onto the
+	// node, in order; bindOf: each pod's last successful binding.
+	lists   map[string][]auditSpan
 	bindsOn map[string][]auditBind
+	bindOf  map[types.UID]auditBind
 	// fresh: bindings read and not yet taken by settled, in log order.
 	fresh []auditBind
 	// through: the newest answer read.
@@ -88,7 +86,7 @@ type auditTrail struct {
 }
 
 func newAuditTrail(path string) *auditTrail {
-	return &auditTrail{path: path, lists: map[string][]auditSpan{}, binds: map[string][]auditBind{}, bindOf: map[types.UID]auditBind{}, bindsOn: map[string][]auditBind{}}
+	return &auditTrail{path: path, lists: map[string][]auditSpan{}, bindsOn: map[string][]auditBind{}, bindOf: map[types.UID]auditBind{}}
 }
 
 // read takes in the complete lines written since the last read.
@@ -153,7 +151,6 @@ func (a *auditTrail) add(line []byte) bool {
 			return false
 		}
 		bind := auditBind{auditSpan: span, uid: ev.ObjectRef.UID, node: b.Target.Name}
-		a.binds[span.client] = append(a.binds[span.client], bind)
 		a.bindOf[bind.uid] = bind
 		a.bindsOn[span.client+"/"+bind.node] = append(a.bindsOn[span.client+"/"+bind.node], bind)
 		a.fresh = append(a.fresh, bind)
@@ -279,7 +276,7 @@ func (a *auditTrail) auditSummary() string {
 	for _, l := range a.lists {
 		lists += len(l)
 	}
-	for _, b := range a.binds {
+	for _, b := range a.bindsOn {
 		binds += len(b)
 	}
 	return strings.TrimSpace(fmt.Sprintf("%d audit events read (%d unparsed): %d LISTs of a node's pods and %d bindings by the replicas",

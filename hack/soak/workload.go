@@ -58,8 +58,8 @@ const (
 // only when the workload happens to fill the cluster with borrowers.
 const (
 	// reserveNamespace's quota has min = max = reservePodCPU*reservePods,
-	// never edited; that many bare pods, at the lowest priority of the
-	// run, fill the reserve nodes (tainted, labelled, left alone by the
+	// never edited; that many bare pods, at a priority below the
+	// workload's classes, fill the reserve nodes (tainted, labelled, left alone by the
 	// faults) from the start. It never borrows: reclaim may never take its
 	// pods.
 	reserveNamespace = "soak-reserve"
@@ -71,28 +71,34 @@ const (
 	// reclaim-ignores-min mutant) is an 8-eviction violation.
 	claimNamespace = "soak-claim"
 	// reservePool labels (and taints, NoSchedule) the reserve nodes.
-	reservePool    = "soak.berth.dev/reserve"
-	reserveNodes   = 2
-	reserveNodeCPU = "4" // each reserve node's CPU: the reserve pods fill them
-	reservePodCPU  = 1000
-	reservePods    = 8
-	claimPodCPU    = 500
-	claimPods      = 4
-	lowestPrio     = "soak-lowest"
+	reservePool   = "soak.berth.dev/reserve"
+	reserveNodes  = 2
+	probeNodeCPU  = "4" // each probe node's CPU: the reserve pods fill the reserve's
+	reservePodCPU = 1000
+	reservePods   = 8
+	claimPodCPU   = 500
+	claimPods     = 4
+	lowestPrio    = "soak-lowest"
 	// The claim is made at claimEvery/2 operations (30 s at 2 a second)
 	// and every claimEvery after, and deleted claimEvery/2 operations
 	// after it is made.
 	claimEvery = 120
 )
 
-// reserveNodeSpec is the i-th reserve node: tainted so that only the
-// reserve and the claim go there.
-func reserveNodeSpec(i int) sandbox.NodeSpec {
+// probeNode is a node of the reserve or the refuser: labelled key=value and
+// tainted (key, NoSchedule) so that only the pods that tolerate key
+// (probeToleration) go there.
+func probeNode(name, key, value string) sandbox.NodeSpec {
 	return sandbox.NodeSpec{
-		Name: fmt.Sprintf("soak-reserve-%d", i), CPU: reserveNodeCPU, Memory: "16Gi",
-		Labels: map[string]string{reservePool: "true"},
-		Taints: []v1.Taint{{Key: reservePool, Value: "true", Effect: v1.TaintEffectNoSchedule}},
+		Name: name, CPU: probeNodeCPU, Memory: "16Gi",
+		Labels: map[string]string{key: value},
+		Taints: []v1.Taint{{Key: key, Effect: v1.TaintEffectNoSchedule}},
 	}
+}
+
+// probeToleration tolerates probeNode's taint of key.
+func probeToleration(key string) []v1.Toleration {
+	return []v1.Toleration{{Key: key, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}}
 }
 
 // The refuser: a node whose kubelet refuses every pod, for the whole run,
@@ -114,14 +120,10 @@ const (
 func probeNodeSpecs() []sandbox.NodeSpec {
 	var out []sandbox.NodeSpec
 	for i := range reserveNodes {
-		out = append(out, reserveNodeSpec(i))
+		out = append(out, probeNode(fmt.Sprintf("soak-reserve-%d", i), reservePool, "true"))
 	}
 	for i, role := range []string{"refuses", "admits"} {
-		out = append(out, sandbox.NodeSpec{
-			Name: fmt.Sprintf("soak-refuser-%d", i), CPU: "4", Memory: "16Gi",
-			Labels: map[string]string{refuserLabel: role},
-			Taints: []v1.Taint{{Key: refuserLabel, Effect: v1.TaintEffectNoSchedule}},
-		})
+		out = append(out, probeNode(fmt.Sprintf("soak-refuser-%d", i), refuserLabel, role))
 	}
 	return out
 }
@@ -130,7 +132,7 @@ func probeNodeSpecs() []sandbox.NodeSpec {
 // 100 m on either refuser node, preferring the refusing one.
 func refusalProbe() *appsv1.Deployment {
 	labels := map[string]string{"app": "refusal-probe"}
-	req := v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("200Mi")}
+	req := requests(100)
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "refusal-probe", Namespace: freeNamespace},
 		Spec: appsv1.DeploymentSpec{
@@ -141,7 +143,7 @@ func refusalProbe() *appsv1.Deployment {
 				Spec: v1.PodSpec{
 					SchedulerName:                 schedulerName,
 					TerminationGracePeriodSeconds: ptr.To[int64](0),
-					Tolerations:                   []v1.Toleration{{Key: refuserLabel, Operator: v1.TolerationOpExists, Effect: v1.TaintEffectNoSchedule}},
+					Tolerations:                   probeToleration(refuserLabel),
 					Affinity: &v1.Affinity{NodeAffinity: &v1.NodeAffinity{
 						RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
 							MatchExpressions: []v1.NodeSelectorRequirement{{Key: refuserLabel, Operator: v1.NodeSelectorOpExists}},
@@ -223,12 +225,12 @@ func (g *generator) setup(ctx context.Context) error {
 		}
 	}
 	for _, t := range teams {
-		if err := g.createQuota(ctx, t.name, t.minShare, t.maxTimes); err != nil {
+		if err := g.createQuota(ctx, t.name, g.quotaSpec(t.minShare, t.maxTimes)); err != nil {
 			return err
 		}
 	}
 	for ns, cpu := range map[string]int64{reserveNamespace: reservePods * reservePodCPU, claimNamespace: claimPods * claimPodCPU} {
-		if err := g.fixedQuota(ctx, ns, cpu); err != nil {
+		if err := g.createQuota(ctx, ns, fixedQuotaSpec(cpu)); err != nil {
 			return err
 		}
 	}
@@ -269,37 +271,40 @@ func teamNames() []string {
 	return out
 }
 
+// quotaResources is a quota's CPU (millicores) and memory (4 Mi a
+// millicore).
+func quotaResources(cpu int64) v1.ResourceList {
+	return v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(cpu, resource.DecimalSI), v1.ResourceMemory: *resource.NewQuantity(cpu*4<<20, resource.BinarySI)}
+}
+
+// requests is a pod's requests of cpu millicores and 2 Mi of memory a
+// millicore.
+func requests(cpu int64) v1.ResourceList {
+	return v1.ResourceList{
+		v1.ResourceCPU:    *resource.NewMilliQuantity(cpu, resource.DecimalSI),
+		v1.ResourceMemory: *resource.NewQuantity(cpu*2<<20, resource.BinarySI),
+	}
+}
+
 func (g *generator) quotaSpec(minShare, maxTimes float64) schedv1alpha1.ElasticQuotaSpec {
 	minCPU := int64(float64(g.clusterCPU) * minShare)
-	spec := schedv1alpha1.ElasticQuotaSpec{
-		Min: v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(minCPU, resource.DecimalSI), v1.ResourceMemory: *resource.NewQuantity(minCPU*4<<20, resource.BinarySI)},
-	}
 	maxCPU := g.clusterCPU
 	if maxTimes > 0 {
 		maxCPU = int64(float64(minCPU) * maxTimes)
 	}
-	spec.Max = v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(maxCPU, resource.DecimalSI), v1.ResourceMemory: *resource.NewQuantity(maxCPU*4<<20, resource.BinarySI)}
-	return spec
+	return schedv1alpha1.ElasticQuotaSpec{Min: quotaResources(minCPU), Max: quotaResources(maxCPU)}
 }
 
-func (g *generator) createQuota(ctx context.Context, ns string, minShare, maxTimes float64) error {
-	_, err := g.sp.SchedulingV1alpha1().ElasticQuotas(ns).Create(ctx, &schedv1alpha1.ElasticQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "quota", Namespace: ns},
-		Spec:       g.quotaSpec(minShare, maxTimes),
-	}, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
+// fixedQuotaSpec is a quota of min = max = cpu millicores, which the
+// generator never edits.
+func fixedQuotaSpec(cpu int64) schedv1alpha1.ElasticQuotaSpec {
+	return schedv1alpha1.ElasticQuotaSpec{Min: quotaResources(cpu), Max: quotaResources(cpu)}
 }
 
-// fixedQuota is a quota of min = max = cpu millicores (memory 4 Mi a
-// millicore, as quotaSpec's), which the generator never edits.
-func (g *generator) fixedQuota(ctx context.Context, ns string, cpu int64) error {
-	rl := v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(cpu, resource.DecimalSI), v1.ResourceMemory: *resource.NewQuantity(cpu*4<<20, resource.BinarySI)}
+func (g *generator) createQuota(ctx context.Context, ns string, spec schedv1alpha1.ElasticQuotaSpec) error {
 	_, err := g.sp.SchedulingV1alpha1().ElasticQuotas(ns).Create(ctx, &schedv1alpha1.ElasticQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "quota", Namespace: ns},
-		Spec:       schedv1alpha1.ElasticQuotaSpec{Min: rl, Max: rl},
+		Spec:       spec,
 	}, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return nil
@@ -311,10 +316,7 @@ func (g *generator) fixedQuota(ctx context.Context, ns string, cpu int64) error 
 // of memory a millicore) at priority class prio, tolerating the reserve
 // nodes' taint and requiring their label.
 func pinnedTemplate(labels map[string]string, cpu int64, prio string) v1.PodTemplateSpec {
-	req := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewMilliQuantity(cpu, resource.DecimalSI),
-		v1.ResourceMemory: *resource.NewQuantity(cpu*2<<20, resource.BinarySI),
-	}
+	req := requests(cpu)
 	return v1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels},
 		Spec: v1.PodSpec{
@@ -322,7 +324,7 @@ func pinnedTemplate(labels map[string]string, cpu int64, prio string) v1.PodTemp
 			PriorityClassName:             prio,
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
 			NodeSelector:                  map[string]string{reservePool: "true"},
-			Tolerations:                   []v1.Toleration{{Key: reservePool, Operator: v1.TolerationOpEqual, Value: "true", Effect: v1.TaintEffectNoSchedule}},
+			Tolerations:                   probeToleration(reservePool),
 			Containers: []v1.Container{{
 				Name: "app", Image: "registry.example/soak:1",
 				Resources: v1.ResourceRequirements{Requests: req, Limits: req},
@@ -395,10 +397,7 @@ func (g *generator) namespace() string {
 func (g *generator) podTemplate(labels map[string]string, restart v1.RestartPolicy) v1.PodTemplateSpec {
 	cpus := []int64{100, 250, 500, 1000, 2000}
 	cpu := cpus[g.pick(len(cpus))]
-	req := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewMilliQuantity(cpu, resource.DecimalSI),
-		v1.ResourceMemory: *resource.NewQuantity(cpu*2<<20, resource.BinarySI),
-	}
+	req := requests(cpu)
 	if g.chance(0.05) {
 		req[gpuResource] = resource.MustParse("1")
 	}
@@ -845,7 +844,7 @@ func (g *generator) editQuota(ctx context.Context) error {
 	if g.chance(0.2) {
 		err := q.Delete(ctx, "quota", metav1.DeleteOptions{})
 		if apierrors.IsNotFound(err) {
-			return g.createQuota(ctx, t.name, t.minShare, t.maxTimes)
+			return g.createQuota(ctx, t.name, g.quotaSpec(t.minShare, t.maxTimes))
 		}
 		return err
 	}
@@ -853,7 +852,7 @@ func (g *generator) editQuota(ctx context.Context) error {
 	spec := g.quotaSpec(t.minShare*factor, t.maxTimes)
 	cur, err := q.Get(ctx, "quota", metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return g.createQuota(ctx, t.name, t.minShare*factor, t.maxTimes)
+		return g.createQuota(ctx, t.name, spec)
 	}
 	if err != nil {
 		return err

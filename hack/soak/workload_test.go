@@ -38,7 +38,7 @@ func TestReserveClaimAndRefuser(t *testing.T) {
 		req := podRequests(&p)
 		reserveCPU += req.Cpu().MilliValue()
 	}
-	perNode := resource.MustParse(reserveNodeCPU)
+	perNode := resource.MustParse(probeNodeCPU)
 	nodeCPU := reserveNodes * perNode.MilliValue()
 	q, err := sp.SchedulingV1alpha1().ElasticQuotas(reserveNamespace).Get(ctx, "quota", metav1.GetOptions{})
 	if err != nil {
