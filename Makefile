@@ -566,11 +566,11 @@ $(BIN)/kube-scheduler: go.mod go.sum
 	CGO_ENABLED=0 $(GO) build $(BUILD_FLAGS) -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kube-scheduler
 
 .PHONY: bench-abba
-bench-abba: build envtest-bin $(BIN)/kube-scheduler ## Berth's binary vs upstream's kube-scheduler, default profile, ABBA order (PAIRS=8), 500 nodes / 2,000 pods; writes bin/bench/abba.md.
+bench-abba: build envtest-bin $(BIN)/kube-scheduler ## Berth's binary vs upstream's kube-scheduler, default profile, ABBA order (PAIRS=8), 500 nodes / 2,000 pods (ABBA_RATE=N: created at N a second from a run's first binding); writes bin/bench/abba.md.
 	@mkdir -p $(BENCH_DIR)
 	$(TOOL_BUILD_CMD) -o $(BIN)/berth-abba ./hack/abba
-	$(BIN)/berth-abba --berth $(BIN)/scheduler --upstream $(BIN)/kube-scheduler --assets $(ENVTEST_DIR) --pairs $(or $(PAIRS),8) \
-		--out $(BENCH_DIR)/abba.md --command "make bench-abba PAIRS=$(or $(PAIRS),8)"
+	$(BIN)/berth-abba --berth $(BIN)/scheduler --upstream $(BIN)/kube-scheduler --assets $(ENVTEST_DIR) --pairs $(or $(PAIRS),8) --rate $(or $(ABBA_RATE),0) \
+		--out $(BENCH_DIR)/abba.md --command "make bench-abba PAIRS=$(or $(PAIRS),8)$(if $(ABBA_RATE), ABBA_RATE=$(ABBA_RATE))"
 
 .PHONY: bench
 bench: envtest-bin ## Benchmark every profile on scheduler_perf, 500 nodes / 1,000 pods, BENCH_COUNT rounds; write docs/benchmarks.md.

@@ -4,7 +4,10 @@
 // flags) run the default profile as separate processes against one API
 // server, one after the other in ABBA order (runs get faster as the API
 // server warms up; ABAB would charge that trend to the first binary), each
-// scheduling the same number of pods created before it starts. Per run it
+// scheduling the same number of pods: created before it starts, or with
+// --rate one before it starts and the rest at a fixed pace after its first
+// binding (each pod then meets an idle scheduler, and a run's work no
+// longer follows how fast the API server answers its bindings). Per run it
 // measures the time from the process' start to the first binding (start-up:
 // informers, caches), from the first binding to the last (scheduling), and
 // the process' CPU seconds; it writes a markdown section with the runs and
@@ -54,9 +57,10 @@ func main() {
 	out := flag.String("out", "", "write the markdown section here (default: stdout)")
 	command := flag.String("command", "make bench-abba", "the command quoted in the section")
 	cpuprofile := flag.String("cpuprofile", "", "write each run's CPU profile (profileSeconds from when the binary's /healthz first answers, over its /debug/pprof) to this directory")
+	rate := flag.Float64("rate", 0, "pods per second created after a run's first binding (0: every pod created before the binary starts)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, options{berth: *berth, upstream: *upstream, assets: *assets, out: *out, command: *command, profiles: *cpuprofile, pairs: *pairs, nodes: *nodes, pods: *pods})
+	err := run(ctx, options{berth: *berth, upstream: *upstream, assets: *assets, out: *out, command: *command, profiles: *cpuprofile, pairs: *pairs, nodes: *nodes, pods: *pods, rate: *rate})
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "abba:", err)
@@ -75,6 +79,9 @@ type options struct {
 	// profiles: the directory of the runs' CPU profiles, "" for none.
 	profiles           string
 	pairs, nodes, pods int
+	// rate: pods per second after a run's first binding; 0: all before
+	// the binary starts.
+	rate float64
 }
 
 func run(ctx context.Context, o options) error {
@@ -123,7 +130,7 @@ leaderElection:
 			order = []string{"upstream", "berth"}
 		}
 		for _, name := range order {
-			r, err := runOnce(ctx, env, bins[name], cfg, fmt.Sprintf("run-%d-%s", len(results)+1, name), pods, o.profiles)
+			r, err := runOnce(ctx, env, bins[name], cfg, fmt.Sprintf("run-%d-%s", len(results)+1, name), pods, o.rate, o.profiles)
 			if err != nil {
 				return fmt.Errorf("run %d (%s): %w", len(results)+1, name, err)
 			}
@@ -132,7 +139,7 @@ leaderElection:
 			results = append(results, r)
 		}
 	}
-	doc := report(results, command, nodes, pods, o.profiles != "")
+	doc := report(results, command, nodes, pods, o.rate, o.profiles != "")
 	if out == "" {
 		fmt.Print(doc)
 		return nil
@@ -145,18 +152,25 @@ leaderElection:
 // run waits for the profile before it stops the binary).
 const profileSeconds = 8
 
-// runOnce creates the pods, starts the binary, waits until every pod is
-// bound, stops it and deletes the pods. profiles: write the run's CPU
-// profile to profiles/<ns>.pprof ("" for none).
-func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string, pods int, profiles string) (result, error) {
+// runOnce creates the pods (with rate > 0 only the first), starts the
+// binary, waits until every pod is bound (with rate > 0 creating the others
+// at rate pods a second from the first binding on), stops it and deletes the
+// pods. profiles: write the run's CPU profile to profiles/<ns>.pprof ("" for
+// none).
+func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string, pods int, rate float64, profiles string) (result, error) {
 	c := env.Client
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return result{}, err
 	}
-	if err := parallel(pods, func(i int) error {
+	createPod := func(ctx context.Context, i int) error {
 		_, err := c.CoreV1().Pods(ns).Create(ctx, sandbox.MakePod(sandbox.PodSpec{Namespace: ns, Name: fmt.Sprintf("pod-%05d", i), CPU: "100m", Memory: "500Mi"}), metav1.CreateOptions{})
 		return err
-	}); err != nil {
+	}
+	before := pods
+	if rate > 0 {
+		before = 1
+	}
+	if err := parallel(before, func(i int) error { return createPod(ctx, i) }); err != nil {
 		return result{}, err
 	}
 	// Watch from the list's resourceVersion (the pods all unbound) with a
@@ -196,7 +210,45 @@ func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string
 		profiled = make(chan error, 1)
 		go func() { profiled <- fetchProfile(ctx, port, filepath.Join(profiles, ns+".pprof")) }()
 	}
-	first, last, err := waitBound(ctx, w, pods, proc)
+	// The paced pods: created in order, the i-th due i/rate seconds after
+	// the first binding (a create that returns late does not shift the
+	// ones after it).
+	firstBound := make(chan time.Time, 1)
+	created := make(chan error, 1)
+	paceCtx, stopPace := context.WithCancel(ctx)
+	defer stopPace()
+	go func() {
+		if rate <= 0 {
+			created <- nil
+			return
+		}
+		var t0 time.Time
+		select {
+		case t0 = <-firstBound:
+		case <-paceCtx.Done():
+			created <- paceCtx.Err()
+			return
+		}
+		for i := 1; i < pods; i++ {
+			due := t0.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+			select {
+			case <-time.After(time.Until(due)):
+			case <-paceCtx.Done():
+				created <- paceCtx.Err()
+				return
+			}
+			if err := createPod(paceCtx, i); err != nil {
+				created <- err
+				return
+			}
+		}
+		created <- nil
+	}()
+	first, last, err := waitBound(ctx, w, pods, proc, firstBound)
+	stopPace()
+	if cerr := <-created; err == nil && cerr != nil {
+		err = fmt.Errorf("creating the paced pods: %w", cerr)
+	}
 	// Read before the profile ends: the wait for it, and pprof's encoding
 	// of it, are not the run's work.
 	cpu := cpuSeconds(proc.Pid())
@@ -216,8 +268,8 @@ func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string
 }
 
 // waitBound follows the watch until n pods have a node: the times of the
-// first and the last binding.
-func waitBound(ctx context.Context, w watch.Interface, n int, proc *sandbox.Process) (first, last time.Time, err error) {
+// first and the last binding. The first is also sent on firstBound.
+func waitBound(ctx context.Context, w watch.Interface, n int, proc *sandbox.Process, firstBound chan<- time.Time) (first, last time.Time, err error) {
 	bound := map[string]bool{}
 	timeout := time.After(10 * time.Minute)
 	for len(bound) < n {
@@ -233,6 +285,7 @@ func waitBound(ctx context.Context, w watch.Interface, n int, proc *sandbox.Proc
 			now := time.Now()
 			if len(bound) == 0 {
 				first = now
+				firstBound <- now
 			}
 			bound[p.Name] = true
 			last = now
@@ -345,11 +398,11 @@ func parallel(n int, f func(i int) error) error {
 }
 
 // report is the markdown section: every run, then per pair Berth over upstream.
-func report(results []result, command string, nodes, pods int, profiled bool) string {
+func report(results []result, command string, nodes, pods int, rate float64, profiled bool) string {
 	var b strings.Builder
 	fmt.Fprintln(&b, "## Berth's binary vs upstream's kube-scheduler, default profile")
 	fmt.Fprintln(&b)
-	fmt.Fprintf(&b, "Generated by `hack/abba` (`%s`). Berth's `bin/scheduler` and upstream's `kube-scheduler` (`go build k8s.io/kubernetes/cmd/kube-scheduler` from the same release, `CGO_ENABLED=0 -trimpath`, the same version ldflags) run the same configuration file — the default profile, client QPS 5,000, no leader election — as separate processes against one kube-apiserver, one at a time in ABBA order, %d nodes; before each run %d pods are created, then the binary is started. Start-up is from the process' start to the first binding (informers and caches), scheduling from the first binding to the last; CPU is the process' user and system time.", command, nodes, pods)
+	fmt.Fprintf(&b, "Generated by `hack/abba` (`%s`). Berth's `bin/scheduler` and upstream's `kube-scheduler` (`go build k8s.io/kubernetes/cmd/kube-scheduler` from the same release, `CGO_ENABLED=0 -trimpath`, the same version ldflags) run the same configuration file — the default profile, client QPS 5,000, no leader election — as separate processes against one kube-apiserver, one at a time in ABBA order, %d nodes; %s Start-up is from the process' start to the first binding (informers and caches), scheduling from the first binding to the last; CPU is the process' user and system time.", command, nodes, workload(pods, rate))
 	if profiled {
 		fmt.Fprintf(&b, " Each run also served a CPU profile of %d s from when its port first answered, over /debug/pprof (both binaries alike; the run's CPU is read when its last pod is bound, then it waits for the profile before it stops the binary).", profileSeconds)
 	}
@@ -380,6 +433,14 @@ func report(results []result, command string, nodes, pods int, profiled bool) st
 			difference(cpuDiff, upCPU, "s"), difference(startupDiff, upStartup, "s"), pairsNeeded(cpuDiff, upCPU))
 	}
 	return b.String()
+}
+
+// workload says how a run's pods are created.
+func workload(pods int, rate float64) string {
+	if rate <= 0 {
+		return fmt.Sprintf("before each run %d pods are created, then the binary is started.", pods)
+	}
+	return fmt.Sprintf("each run schedules %d pods: one created before the binary starts, the other %d at %g a second from its first binding on (each meets an idle scheduler: a run's work does not follow how fast the API server answers its bindings).", pods, pods-1, rate)
 }
 
 // cell is the median and the quartiles (go-moremath's estimator, as
