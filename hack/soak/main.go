@@ -57,6 +57,13 @@ type options struct {
 	stopOnViolation bool
 }
 
+// The workload's rate and the faults' pace when not set (make soak's
+// SOAK_OPS and SOAK_FAULT_EVERY defaults).
+const (
+	defaultOpsPerSecond = 2
+	defaultFaultEvery   = 20 * time.Second
+)
+
 func main() {
 	var o options
 	minutes := flag.Float64("minutes", 20, "how long the soak runs")
@@ -68,8 +75,8 @@ func main() {
 	flag.StringVar(&o.kwok, "kwok", "", "KWOK's binary (make envtest-bin)")
 	flag.StringVar(&o.kwokCRDs, "kwok-crds", "", "directory holding KWOK's CRDs (make envtest-bin)")
 	flag.StringVar(&o.metricsServer, "metrics-server", "", "metrics-server's binary (make envtest-bin); empty: LoadAware runs without metrics")
-	flag.Float64Var(&o.opsPerSecond, "ops-per-second", 2, "workload operations per second")
-	faultEvery := flag.Duration("fault-every", 20*time.Second, "mean time between faults (0: none)")
+	flag.Float64Var(&o.opsPerSecond, "ops-per-second", defaultOpsPerSecond, "workload operations per second")
+	faultEvery := flag.Duration("fault-every", defaultFaultEvery, "mean time between faults (0: none)")
 	faultKinds := flag.String("faults", "", "comma-separated fault kinds to inject (empty: all; see faults.go)")
 	flag.DurationVar(&o.drain, "drain", 3*time.Minute, "after the faults heal and the workload stops, how long the invariants keep watching")
 	flag.StringVar(&o.mutant, "mutant", "", "planted fault for the replicas (BERTH_MUTANT; the scheduler must be built with -tags soakmutants)")

@@ -78,6 +78,19 @@ type replicaReport struct {
 	MeanRSSMiB, MeanRoutines float64
 }
 
+// soakCommand is the make command that replays the run: the rate and the
+// faults' pace named when they are not make soak's defaults.
+func soakCommand(o options) string {
+	cmd := fmt.Sprintf("make soak SOAK_MINUTES=%g SOAK_NODES=%d SOAK_SEED=%d", o.duration.Minutes(), o.nodes, o.seed)
+	if o.opsPerSecond != defaultOpsPerSecond {
+		cmd += fmt.Sprintf(" SOAK_OPS=%g", o.opsPerSecond)
+	}
+	if o.faultEvery != defaultFaultEvery {
+		cmd += " SOAK_FAULT_EVERY=" + o.faultEvery.String()
+	}
+	return cmd
+}
+
 func buildReport(o options, g *generator, f *faults, w *watcher, cl *cluster, opErrors int) *report {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -87,7 +100,7 @@ func buildReport(o options, g *generator, f *faults, w *watcher, cl *cluster, op
 		PodsCreated: w.podsCreated, PodsBound: w.podsBound, PodsDeleted: w.podsDeleted, Refusals: w.refusalCount,
 		PodsRunning: w.podsRunning, PodsSucceeded: w.podsSucceeded, PodsCrashed: w.podsFailed, GracefulDeletes: w.gracefulDeletions,
 		LatencySeconds: percentiles(w.latencies),
-		Command:        fmt.Sprintf("make soak SOAK_MINUTES=%g SOAK_NODES=%d SOAK_SEED=%d", o.duration.Minutes(), o.nodes, o.seed),
+		Command:        soakCommand(o),
 	}
 	half := o.duration.Seconds() / 2
 	for _, rep := range cl.replicas {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	utilstrings "k8s.io/utils/strings"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
@@ -1221,7 +1222,11 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 				r := explained(p)
 				key := "explain/" + uid
 				if d := w.t.add(key, judged && r == nil, lt, w.dt); d > explainBound {
-					w.violate(key, "6-explain", fmt.Sprintf("pod %s asked for an explanation and has none after %.0fs of leader time (PodScheduled=%s)", id, d.Seconds(), cond.Status), "pod "+id)
+					// The condition's reason and message say which
+					// decision went unexplained (a PostFilter's, a
+					// Permit rejection's, a failed binding's).
+					w.violate(key, "6-explain", fmt.Sprintf("pod %s asked for an explanation and has none after %.0fs of leader time (PodScheduled=%s since %s, %s: %q)", id, d.Seconds(), cond.Status,
+						cond.LastTransitionTime.UTC().Format(time.TimeOnly), cond.Reason, utilstrings.ShortenString(cond.Message, 300)), "pod "+id)
 				}
 				wrong := r != nil && p.Spec.NodeName != "" && (r.Outcome != explain.OutcomePlaced || r.Placed == nil || r.Placed.Node != p.Spec.NodeName)
 				key = "explain-node/" + uid
