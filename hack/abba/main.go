@@ -148,8 +148,9 @@ leaderElection:
 }
 
 // profileSeconds: how long a run's CPU profile lasts, from when the
-// binary's port answers (longer than a run's start-up and scheduling; the
-// run waits for the profile before it stops the binary).
+// binary's port answers (longer than a batch run's start-up and scheduling,
+// shorter than a paced run; the run waits for the profile before it stops
+// the binary).
 const profileSeconds = 8
 
 // runOnce creates the pods (with rate > 0 only the first), starts the
@@ -212,11 +213,18 @@ func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string
 	}
 	// The paced pods: created in order, the i-th due i/rate seconds after
 	// the first binding (a create that returns late does not shift the
-	// ones after it).
+	// ones after it). A create that fails ends the wait at once, with its
+	// error.
 	firstBound := make(chan time.Time, 1)
 	created := make(chan error, 1)
+	waitCtx, endWait := context.WithCancelCause(ctx)
+	defer endWait(nil)
 	paceCtx, stopPace := context.WithCancel(ctx)
 	defer stopPace()
+	pacing := time.Duration(0)
+	if rate > 0 {
+		pacing = time.Duration(float64(pods-1) / rate * float64(time.Second))
+	}
 	go func() {
 		if rate <= 0 {
 			created <- nil
@@ -238,16 +246,22 @@ func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string
 				return
 			}
 			if err := createPod(paceCtx, i); err != nil {
+				err = fmt.Errorf("creating the paced pods: %w", err)
+				endWait(err)
 				created <- err
 				return
 			}
 		}
 		created <- nil
 	}()
-	first, last, err := waitBound(ctx, w, pods, proc, firstBound)
-	stopPace()
+	first, last, err := waitBound(waitCtx, w, pods, proc, firstBound, 10*time.Minute+pacing)
+	if err != nil {
+		// The pacer stops too; every pod bound means every pod created,
+		// and its last create returns on its own.
+		stopPace()
+	}
 	if cerr := <-created; err == nil && cerr != nil {
-		err = fmt.Errorf("creating the paced pods: %w", cerr)
+		err = cerr
 	}
 	// Read before the profile ends: the wait for it, and pprof's encoding
 	// of it, are not the run's work.
@@ -267,11 +281,12 @@ func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string
 	return result{startup: first.Sub(t0), schedule: last.Sub(first), cpu: cpu}, nil
 }
 
-// waitBound follows the watch until n pods have a node: the times of the
-// first and the last binding. The first is also sent on firstBound.
-func waitBound(ctx context.Context, w watch.Interface, n int, proc *sandbox.Process, firstBound chan<- time.Time) (first, last time.Time, err error) {
+// waitBound follows the watch until n pods have a node, for at most
+// timeout: the times of the first and the last binding. The first is also
+// sent on firstBound. A ctx cancelled with a cause returns the cause.
+func waitBound(ctx context.Context, w watch.Interface, n int, proc *sandbox.Process, firstBound chan<- time.Time, timeout time.Duration) (first, last time.Time, err error) {
 	bound := map[string]bool{}
-	timeout := time.After(10 * time.Minute)
+	expired := time.After(timeout)
 	for len(bound) < n {
 		select {
 		case ev, ok := <-w.ResultChan():
@@ -289,10 +304,10 @@ func waitBound(ctx context.Context, w watch.Interface, n int, proc *sandbox.Proc
 			}
 			bound[p.Name] = true
 			last = now
-		case <-timeout:
-			return first, last, fmt.Errorf("%d of %d pods bound after 10 minutes", len(bound), n)
+		case <-expired:
+			return first, last, fmt.Errorf("%d of %d pods bound after %s", len(bound), n, timeout)
 		case <-ctx.Done():
-			return first, last, ctx.Err()
+			return first, last, context.Cause(ctx)
 		}
 		if proc.Exited() {
 			return first, last, errors.New("the scheduler exited")
@@ -440,7 +455,7 @@ func workload(pods int, rate float64) string {
 	if rate <= 0 {
 		return fmt.Sprintf("before each run %d pods are created, then the binary is started.", pods)
 	}
-	return fmt.Sprintf("each run schedules %d pods: one created before the binary starts, the other %d at %g a second from its first binding on (each meets an idle scheduler: a run's work does not follow how fast the API server answers its bindings).", pods, pods-1, rate)
+	return fmt.Sprintf("each run schedules %d pods: one created before the binary starts, the other %d at %g a second from its first binding on (at a pace both binaries keep up with, which the scheduling time shows, each pod meets an idle scheduler: a run's work does not follow how fast the API server answers its bindings).", pods, pods-1, rate)
 }
 
 // cell is the median and the quartiles (go-moremath's estimator, as
