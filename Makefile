@@ -459,13 +459,15 @@ SOAK_OPS ?= 2
 # two cores, faults every 20 s (a lost lease about every 80 s) left the
 # leaders backlogged or absent for over half the run (docs/soak.md).
 SOAK_FAULT_EVERY ?= 20s
+# SOAK_SCHEDULER_GATES: more feature gates for the replicas ("Name=true,...").
+SOAK_SCHEDULER_GATES ?=
 SOAK_RUN = $(TOOL_BUILD_CMD) -o $(BIN)/berth-soak ./hack/soak && $(BIN)/berth-soak --scheduler $(BIN)/scheduler --assets $(ENVTEST_DIR) \
 	--kwok $(KWOK) --kwok-crds $(KWOK_CRDS) --metrics-server $(METRICS_SERVER) --ops-per-second $(SOAK_OPS)
 
 .PHONY: soak
 soak: build envtest-bin ## Soak: two Berth replicas, real kube-controller-manager, SOAK_NODES KWOK nodes, a seeded random workload with faults, invariants checked from the API (SOAK_MINUTES=20 SOAK_NODES=1000 SOAK_SEED=0: a new seed); writes bin/soak/report.md and the replicas' RSS chart rss.svg.
 	rm -f $(abspath $(SOAK_OUT))/report.json $(abspath $(SOAK_OUT))/rss.svg
-	rc=0; $(SOAK_RUN) --minutes $(SOAK_MINUTES) --nodes $(SOAK_NODES) --seed $(SOAK_SEED) --fault-every $(SOAK_FAULT_EVERY) --out $(abspath $(SOAK_OUT)) || rc=$$?; \
+	rc=0; $(SOAK_RUN) --minutes $(SOAK_MINUTES) --nodes $(SOAK_NODES) --seed $(SOAK_SEED) --fault-every $(SOAK_FAULT_EVERY) --scheduler-feature-gates "$(SOAK_SCHEDULER_GATES)" --out $(abspath $(SOAK_OUT)) || rc=$$?; \
 	if [ -f $(abspath $(SOAK_OUT))/report.json ]; then \
 		(cd hack/tools/benchreport && $(GO) run . -soak $(abspath $(SOAK_OUT))/report.json -soak-chart $(abspath $(SOAK_OUT))/rss.svg) && echo ">> wrote $(abspath $(SOAK_OUT))/rss.svg"; \
 	fi; \

@@ -55,6 +55,18 @@ type options struct {
 	// stopOnViolation ends the soak (no drain) at the first violation
 	// (make soak-mutants: a mutant caught needs no more minutes).
 	stopOnViolation bool
+	// schedulerGates are more feature gates for the replicas
+	// ("Name=true,..."), after the native gangs' gate.
+	schedulerGates string
+}
+
+// replicaGates is the replicas' --feature-gates: the native gangs' gate,
+// then extra.
+func replicaGates(extra string) string {
+	if extra == "" {
+		return nativeGangsGate
+	}
+	return nativeGangsGate + "," + extra
 }
 
 // The workload's rate and the faults' pace when not set (make soak's
@@ -83,6 +95,7 @@ func main() {
 	flag.Float64Var(&o.maxRSSSlope, "max-rss-slope", 0, "fail when a replica's RSS grows faster (MiB/min) over a process start of at least --leak-window (0: report only)")
 	flag.Float64Var(&o.maxGoroutineSlope, "max-goroutine-slope", 0, "fail when a replica's goroutines grow faster (/min) over a process start of at least --leak-window (0: report only)")
 	flag.DurationVar(&o.leakWindow, "leak-window", 10*time.Minute, "the shortest process start the leak thresholds judge")
+	flag.StringVar(&o.schedulerGates, "scheduler-feature-gates", "", "more feature gates for the replicas (\"Name=true,...\"), e.g. upstream's SchedulerAsyncAPICalls")
 	flag.BoolVar(&o.stopOnViolation, "stop-on-violation", false, "end at the first violation, without the drain (make soak-mutants)")
 	mutantsTable := flag.String("mutants-table", "", "print the mutants' table from DIR/<mutant>/report.json for the mutants named as arguments, and exit")
 	flag.Parse()

@@ -88,6 +88,9 @@ func soakCommand(o options) string {
 	if o.faultEvery != defaultFaultEvery {
 		cmd += " SOAK_FAULT_EVERY=" + o.faultEvery.String()
 	}
+	if o.schedulerGates != "" {
+		cmd += " SOAK_SCHEDULER_GATES=" + o.schedulerGates
+	}
 	return cmd
 }
 

@@ -190,7 +190,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 			// Delegated authentication and authorization straight to
 			// the API server, so /metrics answers during an outage.
 			"--authentication-kubeconfig=" + direct, "--authorization-kubeconfig=" + direct,
-			"--feature-gates=" + nativeGangsGate,
+			"--feature-gates=" + replicaGates(o.schedulerGates),
 		}}
 		if o.mutant != "" {
 			r.env = []string{"BERTH_MUTANT=" + o.mutant}
