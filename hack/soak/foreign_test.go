@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"sigs.k8s.io/yaml"
 )
 
 // An overcommitted node is the scheduler's doing when one of its bindings
@@ -145,12 +146,30 @@ func TestUseChartConfigConfirmsEveryBinding(t *testing.T) {
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := useChartConfig(path); err != nil {
+	root := filepath.Join("..", "..")
+	if err := useChartConfig(path, root); err != nil {
 		t.Fatal(err)
 	}
 	out, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The chart's client rate, not upstream's 50/100 (the example sets none).
+	rate, err := readChartClient(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rate.QPS <= 50 || rate.Burst <= 100 {
+		t.Errorf("the chart's client rate %+v is not above upstream's 50/100", rate)
+	}
+	var got struct {
+		ClientConnection chartClient `json:"clientConnection"`
+	}
+	if err := yaml.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ClientConnection != rate {
+		t.Errorf("config's client rate %+v, want the chart's %+v:\n%s", got.ClientConnection, rate, out)
 	}
 	for _, want := range []string{"confirm: Always", "resourceName: " + chartLease, "resourceNamespace: " + chartNamespace} {
 		if !strings.Contains(string(out), want) {

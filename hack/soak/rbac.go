@@ -49,10 +49,46 @@ func replicaKubeconfigs(cp *sandbox.ControlPlane, proxy *sandbox.Proxy, name str
 	return viaProxy, direct, err
 }
 
+// chartClient is the API client rate of the chart's scheduler
+// configuration (manifests/second-scheduler/config.yaml, the chart rendered
+// with its defaults).
+type chartClient struct {
+	QPS   float64 `json:"qps"`
+	Burst int32   `json:"burst"`
+}
+
+// readChartClient reads the chart's clientConnection rate from its rendered
+// configuration under root.
+func readChartClient(root string) (chartClient, error) {
+	path := filepath.Join(root, "manifests", "second-scheduler", "config.yaml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return chartClient{}, err
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(raw, &cm); err != nil {
+		return chartClient{}, fmt.Errorf("%s: %w", path, err)
+	}
+	var cfg struct {
+		ClientConnection chartClient `json:"clientConnection"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
+		return chartClient{}, fmt.Errorf("%s: scheduler-config.yaml: %w", path, err)
+	}
+	if cfg.ClientConnection.QPS <= 0 || cfg.ClientConnection.Burst <= 0 {
+		return chartClient{}, fmt.Errorf("%s: scheduler-config.yaml has no clientConnection qps and burst", path)
+	}
+	return cfg.ClientConnection, nil
+}
+
 // useChartConfig sets the config's leader election to the chart's Lease
-// (the only one its Role lets it take) and ConfirmBinder to the chart's
-// confirm: Always.
-func useChartConfig(path string) error {
+// (the only one its Role lets it take), its API client's rate to the
+// chart's (upstream's 50/100 holds a 1,000-node leader back: its status
+// PATCHes wait on the client's rate limiter) and ConfirmBinder to the
+// chart's confirm: Always. root is the repository's root.
+func useChartConfig(path, root string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
@@ -61,6 +97,16 @@ func useChartConfig(path string) error {
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		return err
 	}
+	rate, err := readChartClient(root)
+	if err != nil {
+		return err
+	}
+	cc, _ := doc["clientConnection"].(map[string]any)
+	if cc == nil {
+		cc = map[string]any{}
+	}
+	cc["qps"], cc["burst"] = rate.QPS, rate.Burst
+	doc["clientConnection"] = cc
 	le, _ := doc["leaderElection"].(map[string]any)
 	if le == nil {
 		le = map[string]any{}

@@ -178,7 +178,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := useChartConfig(cfg); err != nil {
+		if err := useChartConfig(cfg, root); err != nil {
 			return nil, err
 		}
 		port, err := sandbox.FreePort("127.0.0.1")
