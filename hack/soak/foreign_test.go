@@ -171,7 +171,8 @@ func TestUseChartConfigConfirmsEveryBinding(t *testing.T) {
 	if got.ClientConnection != rate {
 		t.Errorf("config's client rate %+v, want the chart's %+v:\n%s", got.ClientConnection, rate, out)
 	}
-	for _, want := range []string{"confirm: Always", "resourceName: " + chartLease, "resourceNamespace: " + chartNamespace} {
+	// The client's kubeconfig survives the rate's merge.
+	for _, want := range []string{"confirm: Always", "resourceName: " + chartLease, "resourceNamespace: " + chartNamespace, "kubeconfig: /etc/kubernetes/scheduler.conf"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("config lacks %q:\n%s", want, out)
 		}

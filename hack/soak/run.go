@@ -200,7 +200,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		}
 		cl.replicas = append(cl.replicas, r)
 	}
-	logf("two Berth replicas (leader election on), profile berth-all from manifests/examples/all-plugins.yaml (ConfirmBinder confirm: Always, the chart's default), as the chart's ServiceAccount %s/%s with its RBAC", chartNamespace, chartServiceAccount)
+	logf("two Berth replicas (leader election on), profile berth-all from manifests/examples/all-plugins.yaml (ConfirmBinder confirm: Always and the client rate, the chart's defaults), as the chart's ServiceAccount %s/%s with its RBAC", chartNamespace, chartServiceAccount)
 	if o.mutant != "" {
 		logf("MUTANT: the replicas plant %q", o.mutant)
 	}
