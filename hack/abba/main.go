@@ -225,11 +225,7 @@ func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string
 	if rate > 0 {
 		pacing = time.Duration(float64(pods-1) / rate * float64(time.Second))
 	}
-	go func() {
-		if rate <= 0 {
-			created <- nil
-			return
-		}
+	pace := func() {
 		var t0 time.Time
 		select {
 		case t0 = <-firstBound:
@@ -253,7 +249,12 @@ func runOnce(ctx context.Context, env *sandbox.ControlPlane, bin, cfg, ns string
 			}
 		}
 		created <- nil
-	}()
+	}
+	if rate > 0 {
+		go pace()
+	} else {
+		created <- nil
+	}
 	first, last, err := waitBound(waitCtx, w, pods, proc, firstBound, 10*time.Minute+pacing)
 	if err != nil {
 		// The pacer stops too; every pod bound means every pod created,

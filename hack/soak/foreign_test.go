@@ -146,16 +146,15 @@ func TestUseChartConfigConfirmsEveryBinding(t *testing.T) {
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join("..", "..")
-	if err := useChartConfig(path, root); err != nil {
-		t.Fatal(err)
-	}
-	out, err := os.ReadFile(path)
+	// The chart's client rate, not upstream's 50/100 (the example sets none).
+	rate, err := readChartClient(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The chart's client rate, not upstream's 50/100 (the example sets none).
-	rate, err := readChartClient(root)
+	if err := useChartConfig(path, rate); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-scheduler/berth/internal/sandbox"
@@ -61,20 +62,21 @@ type chartClient struct {
 // configuration under root.
 func readChartClient(root string) (chartClient, error) {
 	path := filepath.Join(root, "manifests", "second-scheduler", "config.yaml")
-	raw, err := os.ReadFile(path)
+	objs, err := sandbox.ReadObjects(path)
 	if err != nil {
 		return chartClient{}, err
 	}
-	var cm struct {
-		Data map[string]string `json:"data"`
+	if len(objs) != 1 {
+		return chartClient{}, fmt.Errorf("%s: %d objects, want the ConfigMap alone", path, len(objs))
 	}
-	if err := yaml.Unmarshal(raw, &cm); err != nil {
+	text, _, err := unstructured.NestedString(objs[0].Object, "data", "scheduler-config.yaml")
+	if err != nil {
 		return chartClient{}, fmt.Errorf("%s: %w", path, err)
 	}
 	var cfg struct {
 		ClientConnection chartClient `json:"clientConnection"`
 	}
-	if err := yaml.Unmarshal([]byte(cm.Data["scheduler-config.yaml"]), &cfg); err != nil {
+	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
 		return chartClient{}, fmt.Errorf("%s: scheduler-config.yaml: %w", path, err)
 	}
 	if cfg.ClientConnection.QPS <= 0 || cfg.ClientConnection.Burst <= 0 {
@@ -87,18 +89,14 @@ func readChartClient(root string) (chartClient, error) {
 // (the only one its Role lets it take), its API client's rate to the
 // chart's (upstream's 50/100 holds a 1,000-node leader back: its status
 // PATCHes wait on the client's rate limiter) and ConfirmBinder to the
-// chart's confirm: Always. root is the repository's root.
-func useChartConfig(path, root string) error {
+// chart's confirm: Always. rate is readChartClient's.
+func useChartConfig(path string, rate chartClient) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	var doc map[string]any
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return err
-	}
-	rate, err := readChartClient(root)
-	if err != nil {
 		return err
 	}
 	cc, _ := doc["clientConnection"].(map[string]any)

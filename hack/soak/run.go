@@ -164,6 +164,11 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	if err := installChartRBAC(ctx, cp, root); err != nil {
 		return nil, err
 	}
+	// The chart's client rate, read once for both replicas.
+	rate, err := readChartClient(root)
+	if err != nil {
+		return nil, err
+	}
 	for i := range 2 {
 		name := fmt.Sprintf("berth-%d", i)
 		proxy, err := sandbox.StartProxy(cp, name)
@@ -178,7 +183,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := useChartConfig(cfg, root); err != nil {
+		if err := useChartConfig(cfg, rate); err != nil {
 			return nil, err
 		}
 		port, err := sandbox.FreePort("127.0.0.1")
