@@ -77,7 +77,8 @@ type Explain struct {
 	// unreserved: pods a cycle placed and then did not bind (Unreserve:
 	// rejected at Permit, binding failed), UID → the writer's number at
 	// Unreserve; the pod informer explains those from the message the
-	// scheduler then writes (explainPendingMember). PostFilter, a new
+	// scheduler then writes (explainPendingMember), or a timer from the
+	// message it had if none came (explainIfUnchanged). PostFilter, a new
 	// placement and the pod's deletion drop the mark.
 	unreserved sync.Map
 	// leader: whether this process schedules (explainPendingMember runs
@@ -86,6 +87,8 @@ type Explain struct {
 	// pods reads the newest pod object (the informer's store is updated
 	// before its handlers run).
 	pods corelisters.PodLister
+	// done is closed when the scheduler stops.
+	done <-chan struct{}
 }
 
 // repeatPending is how often a pending pod's explanation is renewed at most.
@@ -133,7 +136,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	registerMetrics()
 	_, fitOpts := fitoptions.FromGates()
-	pl := &Explain{fh: h, args: *args, now: pluginclock.From(ctx, time.Now), fitOpts: fitOpts, out: newWriter(ctx, h)}
+	pl := &Explain{fh: h, args: *args, now: pluginclock.From(ctx, time.Now), fitOpts: fitOpts, out: newWriter(ctx, h), done: ctx.Done()}
 	if len(args.Namespaces) > 0 {
 		pl.namespaces = sets.New(args.Namespaces...)
 	}
@@ -175,6 +178,7 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 	}
 	if n.Spec.NodeName != "" {
 		pl.forgetAsked(n.UID)
+		pl.out.bound(n.UID)
 		return
 	}
 	startsAsking := o.Annotations[AnnotationRequest] != "true" && n.Annotations[AnnotationRequest] == "true"
@@ -539,19 +543,68 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 // Unreserve drops the placement's explanation, not yet written: the pod is
 // not bound there. A PodGroup cycle's revert of a member it tried keeps
 // the try's explanation for the binding's Reserve.
-func (pl *Explain) Unreserve(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
+func (pl *Explain) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ string) {
 	if s := explaining(state); s != nil {
 		s.placed = nil
 		if !state.IsPodGroupSchedulingCycle() {
 			s.tried = nil
 		}
 	}
+	if state.IsPodGroupSchedulingCycle() {
+		return // a PodGroup cycle's revert of a try: no placement was made
+	}
+	pl.out.unplacing(pod.UID)
 	// A placement that will not be bound (a Permit plugin rejected it, or
 	// its binding failed): explained from the scheduler's message, if it
-	// asks (podUpdated). A PodGroup cycle's revert of a try is none.
-	if !state.IsPodGroupSchedulingCycle() && pl.wants(pod) {
-		pl.unreserved.Store(pod.UID, pl.out.next())
+	// asks (podUpdated, or explainIfUnchanged).
+	if pl.wants(pod) {
+		at := pl.out.next()
+		pl.unreserved.Store(pod.UID, at)
+		pl.explainIfUnchanged(klog.FromContext(ctx), pod, at)
 	}
+}
+
+// unchangedGrace is how long after an Unreserve explainIfUnchanged waits
+// for the scheduler's new PodScheduled message (its status write, then the
+// informer's update) before it takes the message the pod has for it.
+var unchangedGrace = 10 * time.Second
+
+// explainIfUnchanged explains an unreserved pod whose PodScheduled
+// condition already holds a message: the scheduler writes the condition
+// only when it changes, so a rejection in the words of the one before (a
+// gang member held and released again for the same misfit sibling) reaches
+// podUpdated as no update at all, and an earlier explanation lost (with the
+// leader that made it, over budget) would never be made again. After
+// unchangedGrace, if the mark is still the Unreserve's (no update, no
+// PostFilter, no placement took it) and the message is the one the pod had
+// at the Unreserve, the pod is explained from it. A status write slower
+// than unchangedGrace leaves the explanation with the message before it.
+func (pl *Explain) explainIfUnchanged(logger klog.Logger, pod *v1.Pod, at uint64) {
+	if pl.pods == nil {
+		return
+	}
+	cur, err := pl.pods.Pods(pod.Namespace).Get(pod.Name)
+	if err != nil || cur.UID != pod.UID {
+		return
+	}
+	before := unscheduled(cur)
+	if before == "" {
+		return // the scheduler's first message is an update podUpdated sees
+	}
+	time.AfterFunc(unchangedGrace, func() {
+		select {
+		case <-pl.done:
+			return
+		default:
+		}
+		cur, err := pl.pods.Pods(pod.Namespace).Get(pod.Name)
+		if err != nil || cur.UID != pod.UID || cur.Spec.NodeName != "" || unscheduled(cur) != before {
+			return // changed: podUpdated explains it (or it was bound, or deleted)
+		}
+		if pl.unreserved.CompareAndDelete(pod.UID, at) {
+			pl.explainPendingMember(logger, cur, before, at)
+		}
+	})
 }
 
 // PreBindPreFlight: PreBind has work only for a pod explained at Reserve.

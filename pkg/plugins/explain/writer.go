@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -78,6 +79,11 @@ type writer struct {
 	// such an explanation older than it is stale. Forgotten when the pod
 	// is deleted.
 	placed map[types.UID]uint64
+	// binding holds the pods placed (Reserve) and not yet bound, nor
+	// unreserved, nor deleted: an explanation made of such a pod (a late
+	// informer handler's, numbered "now") is older than its placement and
+	// is not queued.
+	binding sets.Set[types.UID]
 	// inflight is the pod whose queued explanation is being written, done
 	// closed when that write ends; inflightGone, that the pod was deleted
 	// meanwhile (its write is not tried again: a pod recreated under the
@@ -99,7 +105,7 @@ func newWriter(ctx context.Context, fh fwk.Handle) *writer {
 
 // newQueue is a writer that nothing runs yet (newWriter starts it).
 func newQueue(fh fwk.Handle) *writer {
-	return &writer{fh: fh, pending: map[types.UID]item{}, placed: map[types.UID]uint64{},
+	return &writer{fh: fh, pending: map[types.UID]item{}, placed: map[types.UID]uint64{}, binding: sets.New[types.UID](),
 		queue: workqueue.NewTypedRateLimitingQueue(queueBackoff())}
 }
 
@@ -116,6 +122,10 @@ func (w *writer) next() uint64 { return w.seq.Add(1) }
 func (w *writer) placing(uid types.UID, unreserved bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.binding == nil {
+		w.binding = sets.New[types.UID]()
+	}
+	w.binding.Insert(uid)
 	if _, queued := w.pending[uid]; queued || w.inflight == uid || unreserved {
 		if w.placed == nil {
 			w.placed = map[types.UID]uint64{}
@@ -124,12 +134,29 @@ func (w *writer) placing(uid types.UID, unreserved bool) {
 	}
 }
 
+// unplacing: the pod's placement was undone (Unreserve), so explanations
+// made from now on are newer than it.
+func (w *writer) unplacing(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.binding.Delete(uid)
+}
+
+// bound: the pod's binding was seen; nothing explains it as pending again
+// (explainPendingMember reads the pod first, PostFilter never sees it).
+func (w *writer) bound(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.binding.Delete(uid)
+}
+
 // forget drops what the writer remembers of a deleted pod.
 func (w *writer) forget(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.pending, uid)
 	delete(w.placed, uid)
+	w.binding.Delete(uid)
 	if w.inflight == uid {
 		w.inflightGone = true
 	}
@@ -158,6 +185,11 @@ func (w *writer) enqueueAs(ctx context.Context, pod *v1.Pod, r *Result, summary 
 	w.mu.Lock()
 	old, queued := w.pending[pod.UID]
 	switch {
+	case w.binding.Has(pod.UID):
+		// Made after the pod's placement, of an earlier moment: stale.
+		w.mu.Unlock()
+		writes.WithLabelValues("superseded").Inc()
+		return
 	case !queued && len(w.pending) >= queueSize:
 		w.mu.Unlock()
 		writes.WithLabelValues("dropped").Inc()

@@ -141,3 +141,35 @@ func TestTheQueueDoesNotRetryTheWriteOfADeletedPod(t *testing.T) {
 		t.Errorf("after a failed write of a pod deleted meanwhile: queue length %d, requeues %d; want 0, 0", n, r)
 	}
 }
+
+// An explanation of a pod made while the pod is placed and not yet bound
+// (a PodGroup member's late group failure, its informer handler run after
+// the member's Reserve, numbered "now") is dropped: written after the
+// placement it would leave a bound pod explained as pending. Once the
+// placement is undone (Unreserve) the pod's explanations are queued again.
+// Seen in the 1,000-node soak with SchedulerAsyncAPICalls: a bound native
+// gang member whose explanation said Pending.
+func TestAnExplanationMadeWhileThePodIsPlacedIsDropped(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p", UID: "p"}}
+	w := writerUnderTest(t, pod, &patches{})
+	w.placing(pod.UID, false)
+	w.enqueue(t.Context(), pod, pendingResult("a late group failure"), "late")
+	if w.queue.Len() != 0 {
+		t.Fatal("an explanation made after the pod's placement, before its bind, was queued")
+	}
+	w.unplacing(pod.UID)
+	w.enqueue(t.Context(), pod, pendingResult("rejected at Permit"), "rejected")
+	if w.queue.Len() != 1 {
+		t.Fatal("the explanation of a pod whose placement was undone was not queued")
+	}
+	w.placing(pod.UID, false)
+	w.bound(pod.UID)
+	if w.binding.Has(pod.UID) {
+		t.Error("the writer still holds the pod as being placed after its bind")
+	}
+	w.placing(pod.UID, false)
+	w.forget(pod.UID)
+	if w.binding.Has(pod.UID) {
+		t.Error("the writer still holds the pod as being placed after its deletion")
+	}
+}
