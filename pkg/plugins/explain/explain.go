@@ -144,7 +144,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		pl.budget = rate.NewLimiter(rate.Limit(float64(n)/60), int(n))
 		pl.nsBudgets = utilcache.NewLRUExpireCache(maxNamespaceBudgets)
 	}
-	if f := h.SharedInformerFactory(); f != nil {
+	if f := h.SharedInformerFactory(); f == nil {
+		pl.out.binding = nil // no pod informer tells a bind: track none
+	} else {
 		pl.pods = f.Core().V1().Pods().Lister()
 		pl.leader = leadership.NewWriter(ctx, f.Core().V1().Pods().Informer().HasSynced)
 		// A pending pod that starts asking is brought back for a cycle:
@@ -177,8 +179,10 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 		return
 	}
 	if n.Spec.NodeName != "" {
-		pl.forgetAsked(n.UID)
-		pl.out.bound(n.UID)
+		if o.Spec.NodeName == "" { // the bind, seen once
+			pl.forgetAsked(n.UID)
+			pl.out.bound(n.UID)
+		}
 		return
 	}
 	startsAsking := o.Annotations[AnnotationRequest] != "true" && n.Annotations[AnnotationRequest] == "true"
@@ -254,6 +258,9 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 	}
 	if pl.leader != nil && !pl.leader.Allowed() {
 		return // a standby replica: the scheduling one explains
+	}
+	if pl.out.isBinding(pod.UID) {
+		return // placed since: a late handler's message is stale (no budget spent)
 	}
 	if pl.pods != nil {
 		// A handler may run late: an update the store has moved past (the
@@ -573,12 +580,17 @@ var unchangedGrace = 10 * time.Second
 // condition already holds a message: the scheduler writes the condition
 // only when it changes, so a rejection in the words of the one before (a
 // gang member held and released again for the same misfit sibling) reaches
-// podUpdated as no update at all, and an earlier explanation lost (with the
-// leader that made it, over budget) would never be made again. After
-// unchangedGrace, if the mark is still the Unreserve's (no update, no
-// PostFilter, no placement took it) and the message is the one the pod had
-// at the Unreserve, the pod is explained from it. A status write slower
-// than unchangedGrace leaves the explanation with the message before it.
+// podUpdated as no update at all, and an explanation of it not made or not
+// written the first time (a replica that was not yet leading, the budget,
+// the write queue full, a write that failed, a leader lost) would never be
+// made again. After unchangedGrace, a pod still pending with the message
+// it had at the Unreserve, and not placed again meanwhile, is explained
+// from that message, under a pending pod's rules (once every
+// repeatPending: an explanation since, by PostFilter or podUpdated, stands).
+// A pod placed again at that moment is left to that placement (its next
+// Unreserve, if any, arms another timer). A status write slower than
+// unchangedGrace leaves the explanation with the message before it, and the
+// new message waits for repeatPending and a change.
 func (pl *Explain) explainIfUnchanged(logger klog.Logger, pod *v1.Pod, at uint64) {
 	if pl.pods == nil {
 		return
@@ -601,9 +613,11 @@ func (pl *Explain) explainIfUnchanged(logger klog.Logger, pod *v1.Pod, at uint64
 		if err != nil || cur.UID != pod.UID || cur.Spec.NodeName != "" || unscheduled(cur) != before {
 			return // changed: podUpdated explains it (or it was bound, or deleted)
 		}
-		if pl.unreserved.CompareAndDelete(pod.UID, at) {
-			pl.explainPendingMember(logger, cur, before, at)
-		}
+		// Numbered now: not binding (explainPendingMember checks, and the
+		// writer drops what is made while it is), so any placement comes
+		// after it. The Unreserve's mark, if still there, is spent.
+		pl.explainPendingMember(logger, cur, before, 0)
+		pl.unreserved.CompareAndDelete(pod.UID, at)
 	})
 }
 

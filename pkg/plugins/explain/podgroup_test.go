@@ -13,9 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
 
 	_ "github.com/berth-scheduler/berth/apis/config/scheme" // the plugins' args in the config scheme, as in main
 	"github.com/berth-scheduler/berth/internal/leadership"
@@ -218,6 +222,11 @@ func TestAPodRejectedAtPermitAgainWithTheSameMessageIsExplained(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the pod rejected at Permit with its condition's message was not explained as pending (last result %+v): %v", r, err)
 	}
+	for _, a := range c.Client.Actions() {
+		if pa, ok := a.(k8stesting.PatchAction); ok && pa.GetName() == "again" && strings.Contains(string(pa.GetPatch()), `"conditions"`) {
+			t.Fatalf("the scheduler wrote the pod's condition (%s): the message must be the one the scheduler writes, for this test", pa.GetPatch())
+		}
+	}
 	if !strings.Contains(r.Rejection, rejectedAtPermit) {
 		t.Errorf("rejection %q: want the scheduler's message, with %q", r.Rejection, rejectedAtPermit)
 	}
@@ -381,4 +390,56 @@ func writingClusterWith(t *testing.T, config string, more frameworkruntime.Regis
 		t.Fatal("Explain never learnt that it may write")
 	}
 	return c
+}
+
+// A PodGroup member's group failure delivered late, after the member's next
+// Reserve (routine with upstream's SchedulerAsyncAPICalls: the failure's
+// status write lands after that Reserve), is not explained: it is older
+// than the placement, and written after it would leave the bound member
+// explained as pending (seen in the 1,000-node soak). It spends no budget
+// and no repeatPending, so the failure after the placement is undone is
+// explained.
+func TestALateGroupFailureDoesNotOverwriteThePlacement(t *testing.T) {
+	nodes, pods := cluster()
+	s := newSim(t, nil, nodes, pods)
+	s.pl.out = newQueue(s.f) // no worker: what is queued stays to be read
+	t.Cleanup(s.pl.out.queue.ShutDown)
+	s.pl.leader = nil // no election: this replica schedules
+	member := asking("member", "1")
+	member.Spec.SchedulerName = "berth"
+	member.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("g")}
+	failed := func(p *v1.Pod, msg string) *v1.Pod {
+		p = p.DeepCopy()
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, Message: msg}}
+		return p
+	}
+	late := failed(member, "pod group is unschedulable (the failure before the placement)")
+	store := s.f.SharedInformerFactory().Core().V1().Pods().Informer().GetStore()
+	if err := store.Add(late); err != nil { // the informer's store holds the update its handler runs for
+		t.Fatal(err)
+	}
+	state := framework.NewCycleState()
+	if _, st, _ := s.f.RunPreFilterPlugins(s.ctx, state, member); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if st := s.f.RunReservePluginsReserve(s.ctx, state, assumed(member, "big"), "big"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	logger := klog.FromContext(s.ctx)
+	s.pl.podUpdated(logger, member, late)
+	if n := s.pl.out.queue.Len(); n != 0 {
+		t.Fatalf("%d explanations queued: the group failure delivered after the member's Reserve was taken for its explanation", n)
+	}
+	if _, spent := s.pl.lastPending.Load(member.UID); spent {
+		t.Fatal("the stale group failure counted as the member's explanation (repeatPending)")
+	}
+	s.f.RunReservePluginsUnreserve(s.ctx, state, assumed(member, "big"), "big")
+	again := failed(member, "pod group is unschedulable (after the placement was undone)")
+	if err := store.Update(again); err != nil {
+		t.Fatal(err)
+	}
+	s.pl.podUpdated(logger, late, again)
+	if n := s.pl.out.queue.Len(); n != 1 {
+		t.Fatalf("%d explanations queued after the placement was undone, want the new failure's", n)
+	}
 }

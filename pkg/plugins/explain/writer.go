@@ -122,10 +122,9 @@ func (w *writer) next() uint64 { return w.seq.Add(1) }
 func (w *writer) placing(uid types.UID, unreserved bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.binding == nil {
-		w.binding = sets.New[types.UID]()
+	if w.binding != nil { // nil: no pod informer tells the bind (unit tests)
+		w.binding.Insert(uid)
 	}
-	w.binding.Insert(uid)
 	if _, queued := w.pending[uid]; queued || w.inflight == uid || unreserved {
 		if w.placed == nil {
 			w.placed = map[types.UID]uint64{}
@@ -140,6 +139,13 @@ func (w *writer) unplacing(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.binding.Delete(uid)
+}
+
+// isBinding: the pod is placed and its bind not yet seen.
+func (w *writer) isBinding(uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.binding.Has(uid)
 }
 
 // bound: the pod's binding was seen; nothing explains it as pending again
