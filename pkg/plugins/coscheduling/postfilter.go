@@ -242,6 +242,21 @@ func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.C
 		}
 	}
 	slices.SortStableFunc(members, func(a, b *v1.Pod) int { return compareSize(b, a) })
+	// What each member shaped unlike pod asks of the resources every node
+	// states, once: a node it exceeds no eviction opens, and a member that
+	// exceeds every node declines the gang before any simulation.
+	reqs := make(map[*v1.Pod]coreRequest, len(members))
+	for _, m := range members {
+		if same[m] {
+			continue // the cycle's statuses say where pod is unresolvable
+		}
+		c := pl.coreRequestOf(m)
+		reqs[m] = c
+		var over v1.ResourceName
+		if len(nodes) > 0 && !slices.ContainsFunc(nodes, func(ni fwk.NodeInfo) bool { over = c.exceeded(ni); return over == "" }) {
+			return false, 0, fmt.Sprintf("member %s asks for more %s than any node has allocatable", m.Name, over)
+		}
+	}
 	victims := preemptible.For(pl.fh)(members)
 	if !pl.freeableCoversGap(key, nodes, victims) {
 		return false, 0, "the pods preemption may take cannot free what the gang's minResources lack"
@@ -275,6 +290,9 @@ func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.C
 		ni := nodes[i]
 		if work[i] != nil {
 			ni = work[i]
+		}
+		if !same[m] && reqs[m].exceeded(ni) != "" {
+			return false, true // no eviction makes room for more than the node has
 		}
 		if fits(m, ni) {
 			return true, true
@@ -482,6 +500,35 @@ func compareSize(a, b *v1.Pod) int {
 		return c
 	}
 	return ra.Memory().Cmp(*rb.Memory())
+}
+
+// coreRequest is what a member asks of the resources every node states
+// allocatable, as NodeResourcesFit computes a pod's requests.
+type coreRequest struct{ milliCPU, memory, ephemeral int64 }
+
+func (pl *Coscheduling) coreRequestOf(p *v1.Pod) coreRequest {
+	r := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{
+		SkipPodLevelResources:                    !pl.fitOpts.EnablePodLevelResources,
+		UseDRANodeAllocatableResourceClaimStatus: pl.fitOpts.EnableDRANodeAllocatableResources,
+	})
+	return coreRequest{milliCPU: r.Cpu().MilliValue(), memory: r.Memory().Value(), ephemeral: r.StorageEphemeral().Value()}
+}
+
+// exceeded names a resource the request asks more of than the node has
+// allocatable, "" if none: with every pod evicted it still does not fit
+// there (NodeResourcesFit's Unresolvable, which upstream's preemption
+// skips).
+func (c coreRequest) exceeded(ni fwk.NodeInfo) v1.ResourceName {
+	a := ni.GetAllocatable()
+	switch {
+	case c.milliCPU > a.GetMilliCPU():
+		return v1.ResourceCPU
+	case c.memory > a.GetMemory():
+		return v1.ResourceMemory
+	case c.ephemeral > a.GetEphemeralStorage():
+		return v1.ResourceEphemeralStorage
+	}
+	return ""
 }
 
 // roomFor: the upstream checks of room for a member whose own PreFilter
