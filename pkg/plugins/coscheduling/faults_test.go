@@ -581,12 +581,13 @@ func TestShortTimeoutGangIsReleased(t *testing.T) {
 type fakeVictims struct {
 	ns           string
 	limit, taken int
-	// takes counts every Take, released or not.
+	// takes counts every Take, released or not; took names them in order.
 	takes int
+	took  []string
 }
 
 func (f *fakeVictims) Eligible(p *v1.Pod) bool { return p.Namespace == f.ns && f.taken < f.limit }
-func (f *fakeVictims) Take(*v1.Pod)            { f.taken++; f.takes++ }
+func (f *fakeVictims) Take(p *v1.Pod)          { f.taken++; f.takes++; f.took = append(f.took, p.Name) }
 func (f *fakeVictims) Release(*v1.Pod)         { f.taken-- }
 
 // The dry run takes, like the preemption, the fewest victims a member needs
@@ -798,8 +799,30 @@ func TestDryRunSkipsTheNodesAMemberExceeds(t *testing.T) {
 	if victims.takes != 0 {
 		t.Errorf("the dry run took %d victims for a gang one of whose members exceeds every node's allocatable", victims.takes)
 	}
-	if !strings.Contains(st.Message(), "preemption declined: member g-1 asks for more cpu than any node has allocatable") {
+	if !strings.Contains(st.Message(), "preemption declined: member g-1 asks for more CPU, memory or ephemeral storage than any node has allocatable") {
 		t.Errorf("status %v: want the gang declined, naming the member that exceeds every node", st)
+	}
+}
+
+// A node a member asks more CPU of than it has allocatable is skipped in
+// the dry run with no victim taken there; the member is placed, evicting,
+// where it can be. The larger member is placed first (largest first), on
+// the 16-CPU node: the 4-CPU node, visited first, must give up nothing.
+func TestDryRunEvictsNothingWhereAMemberCannotFit(t *testing.T) {
+	small := memberPod("g", 0)
+	large := memberPod("g", 1)
+	large.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("8")
+	s := newSim(t, []*v1.Node{node("a-small", "4"), node("b-big", "16")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, []*v1.Pod{small, large})
+	victims := &fakeVictims{ns: "batch", limit: 100}
+	preemptible.Provide(s.pl.fh, func([]*v1.Pod) preemptible.Victims { return victims })
+	s.fill("a-small", 4)
+	s.fill("b-big", 16)
+	st := s.schedule(small)
+	if len(victims.took) == 0 || !strings.HasPrefix(victims.took[0], "batch-b-big-") {
+		t.Errorf("victims taken in order %v: the 8-CPU member must evict nothing on the 4-CPU node", victims.took)
+	}
+	if !strings.Contains(st.Message(), "a dry run fits all 2 more needed") {
+		t.Errorf("status %v: want the gang to fit after preemption", st)
 	}
 }
 

@@ -252,9 +252,8 @@ func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.C
 		}
 		c := pl.coreRequestOf(m)
 		reqs[m] = c
-		var over v1.ResourceName
-		if len(nodes) > 0 && !slices.ContainsFunc(nodes, func(ni fwk.NodeInfo) bool { over = c.exceeded(ni); return over == "" }) {
-			return false, 0, fmt.Sprintf("member %s asks for more %s than any node has allocatable", m.Name, over)
+		if len(nodes) > 0 && !slices.ContainsFunc(nodes, func(ni fwk.NodeInfo) bool { return !c.exceeds(ni) }) {
+			return false, 0, fmt.Sprintf("member %s asks for more CPU, memory or ephemeral storage than any node has allocatable", m.Name)
 		}
 	}
 	victims := preemptible.For(pl.fh)(members)
@@ -291,7 +290,7 @@ func (pl *Coscheduling) gangFitsAfterPreemption(ctx context.Context, state fwk.C
 		if work[i] != nil {
 			ni = work[i]
 		}
-		if !same[m] && reqs[m].exceeded(ni) != "" {
+		if !same[m] && reqs[m].exceeds(ni) {
 			return false, true // no eviction makes room for more than the node has
 		}
 		if fits(m, ni) {
@@ -514,21 +513,12 @@ func (pl *Coscheduling) coreRequestOf(p *v1.Pod) coreRequest {
 	return coreRequest{milliCPU: r.Cpu().MilliValue(), memory: r.Memory().Value(), ephemeral: r.StorageEphemeral().Value()}
 }
 
-// exceeded names a resource the request asks more of than the node has
-// allocatable, "" if none: with every pod evicted it still does not fit
-// there (NodeResourcesFit's Unresolvable, which upstream's preemption
-// skips).
-func (c coreRequest) exceeded(ni fwk.NodeInfo) v1.ResourceName {
+// exceeds: the request asks more of a resource than the node has
+// allocatable, so with every pod evicted it still does not fit there
+// (NodeResourcesFit's Unresolvable, which upstream's preemption skips).
+func (c coreRequest) exceeds(ni fwk.NodeInfo) bool {
 	a := ni.GetAllocatable()
-	switch {
-	case c.milliCPU > a.GetMilliCPU():
-		return v1.ResourceCPU
-	case c.memory > a.GetMemory():
-		return v1.ResourceMemory
-	case c.ephemeral > a.GetEphemeralStorage():
-		return v1.ResourceEphemeralStorage
-	}
-	return ""
+	return c.milliCPU > a.GetMilliCPU() || c.memory > a.GetMemory() || c.ephemeral > a.GetEphemeralStorage()
 }
 
 // roomFor: the upstream checks of room for a member whose own PreFilter
