@@ -294,8 +294,9 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 		r.Rejection = truncate(msg, maxGroupFailure)
 		summary = "pending, placed but not bound: " + r.Rejection
 	}
-	pl.rememberPending(pod.UID, now)
-	pl.out.enqueueAs(ctx, pod, r, summary, seq)
+	if pl.out.enqueueAs(ctx, pod, r, summary, seq) {
+		pl.rememberPending(pod.UID, now)
+	}
 }
 
 // notExplainedOverBudget: a placement recorded, not explained (Reserve).
@@ -452,6 +453,9 @@ func (pl *Explain) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 	if !pl.wants(pod) && !pl.askedLater(pod.UID) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
+	// A pod in a scheduling cycle is not being bound: a placement whose end
+	// was never seen would otherwise drop its explanations for good.
+	pl.out.unplacing(pod.UID)
 	state.Write(stateKey, &cycleState{})
 	return nil, nil
 }
@@ -609,6 +613,9 @@ func (pl *Explain) explainIfUnchanged(logger klog.Logger, pod *v1.Pod, at uint64
 			return
 		default:
 		}
+		if v, ok := pl.unreserved.Load(pod.UID); ok && v != at {
+			return // unreserved again since: that Unreserve's timer decides
+		}
 		cur, err := pl.pods.Pods(pod.Namespace).Get(pod.Name)
 		if err != nil || cur.UID != pod.UID || cur.Spec.NodeName != "" || unscheduled(cur) != before {
 			return // changed: podUpdated explains it (or it was bound, or deleted)
@@ -675,9 +682,10 @@ func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		klog.FromContext(ctx).Error(err, "Explain: explaining a pending pod failed", "pod", klog.KObj(pod))
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	pl.rememberPending(pod.UID, now)
 	explainDuration.WithLabelValues(OutcomePending).Observe(pl.now().Sub(start).Seconds())
-	pl.out.enqueue(ctx, pod, r, summarizePending(r))
+	if pl.out.enqueue(ctx, pod, r, summarizePending(r)) {
+		pl.rememberPending(pod.UID, now)
+	}
 	return nil, fwk.NewStatus(fwk.Unschedulable)
 }
 

@@ -175,14 +175,16 @@ func (w *writer) superseded(it item) bool {
 	return ok && newest > it.seq
 }
 
-// enqueue hands an explanation over, never blocking.
-func (w *writer) enqueue(ctx context.Context, pod *v1.Pod, r *Result, summary string) {
-	w.enqueueAs(ctx, pod, r, summary, 0)
+// enqueue hands an explanation over, never blocking, and reports whether
+// it was queued (not: the pod is being placed, the queue is full, or a
+// newer explanation of it waits).
+func (w *writer) enqueue(ctx context.Context, pod *v1.Pod, r *Result, summary string) bool {
+	return w.enqueueAs(ctx, pod, r, summary, 0)
 }
 
 // enqueueAs is enqueue with the explanation numbered seq (0: the next
 // number): one made from an earlier moment than now.
-func (w *writer) enqueueAs(ctx context.Context, pod *v1.Pod, r *Result, summary string, seq uint64) {
+func (w *writer) enqueueAs(ctx context.Context, pod *v1.Pod, r *Result, summary string, seq uint64) bool {
 	explanations.WithLabelValues(r.Outcome).Inc()
 	if seq == 0 {
 		seq = w.next()
@@ -195,17 +197,17 @@ func (w *writer) enqueueAs(ctx context.Context, pod *v1.Pod, r *Result, summary 
 		// Made after the pod's placement, of an earlier moment: stale.
 		w.mu.Unlock()
 		writes.WithLabelValues("superseded").Inc()
-		return
+		return false
 	case !queued && len(w.pending) >= queueSize:
 		w.mu.Unlock()
 		writes.WithLabelValues("dropped").Inc()
 		klog.FromContext(ctx).V(2).Info("Explain: write queue full, explanation dropped", "pod", klog.KObj(pod))
-		return
+		return false
 	case queued && old.seq > it.seq:
 		// Made from an earlier moment than the one waiting: stale.
 		w.mu.Unlock()
 		writes.WithLabelValues("superseded").Inc()
-		return
+		return false
 	}
 	w.pending[pod.UID] = it
 	w.mu.Unlock()
@@ -215,6 +217,7 @@ func (w *writer) enqueueAs(ctx context.Context, pod *v1.Pod, r *Result, summary 
 		w.queue.Forget(pod.UID)
 	}
 	w.queue.Add(pod.UID)
+	return true
 }
 
 func (w *writer) run(ctx context.Context) {
