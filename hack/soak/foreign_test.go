@@ -189,24 +189,46 @@ func TestBacklogEndsOnlyWhenTheQueueStaysShort(t *testing.T) {
 	w := &watcher{}
 	step := 3 * time.Second
 	for range 20 {
-		w.noteQueue(true, step, 500)
+		w.noteQueue(true, step, 500, "berth-0#1")
 	}
-	w.noteQueue(true, step, 10)  // one short reading
-	w.noteQueue(true, step, -1)  // the scrape failed
-	w.noteQueue(false, step, -1) // no leader
-	w.noteQueue(true, step, 400)
+	w.noteQueue(true, step, 10, "berth-0#1") // one short reading
+	w.noteQueue(true, step, -1, "")          // the scrape failed
+	w.noteQueue(false, step, -1, "")         // no leader
+	w.noteQueue(true, step, 400, "berth-0#1")
 	if want := 23 * step; w.backlogFor != want || !w.backlogged {
 		t.Fatalf("backlogFor %s, backlogged %v; want %s, true", w.backlogFor, w.backlogged, want)
 	}
 	for elapsed := time.Duration(0); elapsed < backlogShort-step; elapsed += step {
-		w.noteQueue(true, step, 10)
+		w.noteQueue(true, step, 10, "berth-0#1")
 	}
 	if w.backlogFor == 0 || w.backlogged {
 		t.Fatalf("backlog ended after %s short (backlogFor %s)", backlogShort-step, w.backlogFor)
 	}
-	w.noteQueue(true, step, 10)
+	w.noteQueue(true, step, 10, "berth-0#1")
 	if w.backlogFor != 0 {
 		t.Fatalf("backlog still counted (%s) after the queue stayed short for %s", w.backlogFor, backlogShort)
+	}
+}
+
+// A new leader's backlog is its own: it tries every pending pod once after
+// its takeover, so the count starts anew; one leader that stays backlogged
+// past backlogBound is counted whole.
+func TestANewLeaderStartsItsOwnBacklog(t *testing.T) {
+	w := &watcher{}
+	step := 3 * time.Second
+	for elapsed := time.Duration(0); elapsed < 4*time.Minute; elapsed += step {
+		w.noteQueue(true, step, 500, "berth-0#1")
+	}
+	w.noteQueue(true, step, 500, "berth-1#1")
+	if w.backlogFor != step {
+		t.Fatalf("backlogFor %s after a takeover, want the new leader's %s", w.backlogFor, step)
+	}
+	for elapsed := step; elapsed <= backlogBound; elapsed += step {
+		w.noteQueue(true, step, 500, "berth-1#1")
+		w.noteQueue(true, step, -1, "") // an unanswered scrape keeps the term
+	}
+	if w.backlogFor <= backlogBound {
+		t.Fatalf("backlogFor %s: one leader backlogged past %s is not counted whole", w.backlogFor, backlogBound)
 	}
 }
 

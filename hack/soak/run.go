@@ -238,7 +238,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		if r == nil && !known {
 			logf("watcher: a replica did not answer its scrape; checking as if it led")
 		}
-		w.check(r != nil, known, queueOf(r, s))
+		w.check(termOf(r), known, queueOf(r, s))
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
 	fb := newForeignBinder(o.seed, cl.c, w)
@@ -298,7 +298,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	loop(5*time.Second, func() { cl.sampleAll(drainCtx, w) })
 	loop(3*time.Second, func() {
 		r, s, known := cl.leaderKnown(drainCtx)
-		w.check(r != nil, known, queueOf(r, s))
+		w.check(termOf(r), known, queueOf(r, s))
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
 	<-drainCtx.Done()
@@ -442,6 +442,17 @@ func (cl *cluster) logProgress(logf func(string, ...any)) {
 
 // queueOf is the leader's active queue from its scrape, or -1 when no
 // leader answered (the watcher keeps what it knew).
+// termOf names a leader's term: the replica and its process start (a
+// replica that loses its lease exits), "" for none.
+func termOf(r *replica) string {
+	if r == nil {
+		return ""
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return fmt.Sprintf("%s#%d", r.name, r.starts)
+}
+
 func queueOf(r *replica, s sample) float64 {
 	if r == nil {
 		return -1
