@@ -187,24 +187,25 @@ func TestUseChartConfigConfirmsEveryBinding(t *testing.T) {
 // it.
 func TestBacklogEndsOnlyWhenTheQueueStaysShort(t *testing.T) {
 	w := &watcher{}
+	attempts := counter()
 	step := 3 * time.Second
 	for range 20 {
-		w.noteQueue(true, step, 500, "berth-0#1")
+		w.noteQueue(true, step, 500, "berth-0#1", attempts())
 	}
-	w.noteQueue(true, step, 10, "berth-0#1") // one short reading
-	w.noteQueue(true, step, -1, "")          // the scrape failed
-	w.noteQueue(false, step, -1, "")         // no leader
-	w.noteQueue(true, step, 400, "berth-0#1")
+	w.noteQueue(true, step, 10, "berth-0#1", attempts()) // one short reading
+	w.noteQueue(true, step, -1, "", -1)                  // the scrape failed
+	w.noteQueue(false, step, -1, "", -1)                 // no leader
+	w.noteQueue(true, step, 400, "berth-0#1", attempts())
 	if want := 23 * step; w.backlogFor != want || !w.backlogged {
 		t.Fatalf("backlogFor %s, backlogged %v; want %s, true", w.backlogFor, w.backlogged, want)
 	}
 	for elapsed := time.Duration(0); elapsed < backlogShort-step; elapsed += step {
-		w.noteQueue(true, step, 10, "berth-0#1")
+		w.noteQueue(true, step, 10, "berth-0#1", attempts())
 	}
 	if w.backlogFor == 0 || w.backlogged {
 		t.Fatalf("backlog ended after %s short (backlogFor %s)", backlogShort-step, w.backlogFor)
 	}
-	w.noteQueue(true, step, 10, "berth-0#1")
+	w.noteQueue(true, step, 10, "berth-0#1", attempts())
 	if w.backlogFor != 0 {
 		t.Fatalf("backlog still counted (%s) after the queue stayed short for %s", w.backlogFor, backlogShort)
 	}
@@ -215,20 +216,27 @@ func TestBacklogEndsOnlyWhenTheQueueStaysShort(t *testing.T) {
 // past backlogBound is counted whole.
 func TestANewLeaderStartsItsOwnBacklog(t *testing.T) {
 	w := &watcher{}
+	attempts := counter()
 	step := 3 * time.Second
 	for elapsed := time.Duration(0); elapsed < 4*time.Minute; elapsed += step {
-		w.noteQueue(true, step, 500, "berth-0#1")
+		w.noteQueue(true, step, 500, "berth-0#1", attempts())
 	}
-	w.noteQueue(true, step, 500, "berth-1#1")
+	w.noteQueue(true, step, 500, "berth-1#1", attempts())
 	if w.backlogFor != step {
 		t.Fatalf("backlogFor %s after a takeover, want the new leader's %s", w.backlogFor, step)
 	}
-	for elapsed := step; elapsed <= backlogBound; elapsed += step {
-		w.noteQueue(true, step, 500, "berth-1#1")
-		w.noteQueue(true, step, -1, "") // an unanswered scrape keeps the term
+	for range 100 {
+		w.noteQueue(true, step, 500, "berth-1#1", attempts())
+		w.noteQueue(true, step, -1, "", -1) // an unanswered scrape keeps the term
 	}
-	if w.backlogFor <= backlogBound {
-		t.Fatalf("backlogFor %s: one leader backlogged past %s is not counted whole", w.backlogFor, backlogBound)
+	if want := 201 * step; w.backlogFor != want {
+		t.Fatalf("backlogFor %s, want %s: one leader's backlog is counted whole", w.backlogFor, want)
+	}
+	// The first leader, paused and resumed, says it leads until its
+	// renewal fails: its term does not come back.
+	w.noteQueue(true, step, 500, "berth-0#1", attempts())
+	if w.term != "berth-1#1" || w.backlogFor != 202*step {
+		t.Fatalf("term %s, backlogFor %s after the old leader's late scrape: want berth-1#1's count to go on", w.term, w.backlogFor)
 	}
 }
 
@@ -298,5 +306,40 @@ func TestForeignOverrunWaitsForTheReadsAroundTheBinding(t *testing.T) {
 	}
 	if _, ok := w.raceVerdicts["member"]; ok {
 		t.Error("a verdict was kept before it was taken")
+	}
+}
+
+// counter returns a growing count of scheduling attempts.
+func counter() func() float64 {
+	n := 0.0
+	return func() float64 { n++; return n }
+}
+
+// However often the leader changes, a backlog that no leader ends is
+// counted across them (the liveness clocks pause all the while), and a
+// backlogged leader whose attempts do not grow is stalling.
+func TestABacklogNoLeaderEndsAndAStallAreCounted(t *testing.T) {
+	w := &watcher{}
+	attempts := counter()
+	step := 3 * time.Second
+	for m := range 16 { // a new leader every minute for 16 minutes
+		for range 20 {
+			w.noteQueue(true, step, 500, fmt.Sprintf("berth-%d#%d", m%2, m), attempts())
+		}
+	}
+	if w.backlogFor > backlogBound || w.backlogAcross <= backlogAcrossBound {
+		t.Fatalf("backlogFor %s, backlogAcross %s: want each leader's under %s and the whole over %s", w.backlogFor, w.backlogAcross, backlogBound, backlogAcrossBound)
+	}
+	w = &watcher{}
+	w.noteQueue(true, step, 500, "berth-0#1", 7)
+	for range 21 {
+		w.noteQueue(true, step, 500, "berth-0#1", 7)
+	}
+	if w.stalledFor <= stallBound {
+		t.Fatalf("stalledFor %s after %s backlogged with no attempt: want over %s", w.stalledFor, 21*step, stallBound)
+	}
+	w.noteQueue(true, step, 500, "berth-0#1", 8)
+	if w.stalledFor != 0 {
+		t.Fatalf("stalledFor %s after an attempt, want 0", w.stalledFor)
 	}
 }

@@ -238,7 +238,8 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		if r == nil && !known {
 			logf("watcher: a replica did not answer its scrape; checking as if it led")
 		}
-		w.check(termOf(r), known, queueOf(r, s))
+		term, attempts := leaderOf(r, s)
+		w.check(term, known, queueOf(r, s), attempts)
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
 	fb := newForeignBinder(o.seed, cl.c, w)
@@ -298,7 +299,8 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	loop(5*time.Second, func() { cl.sampleAll(drainCtx, w) })
 	loop(3*time.Second, func() {
 		r, s, known := cl.leaderKnown(drainCtx)
-		w.check(termOf(r), known, queueOf(r, s))
+		term, attempts := leaderOf(r, s)
+		w.check(term, known, queueOf(r, s), attempts)
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
 	<-drainCtx.Done()
@@ -440,19 +442,22 @@ func (cl *cluster) logProgress(logf func(string, ...any)) {
 	}
 }
 
-// queueOf is the leader's active queue from its scrape, or -1 when no
-// leader answered (the watcher keeps what it knew).
-// termOf names a leader's term: the replica and its process start (a
-// replica that loses its lease exits), "" for none.
-func termOf(r *replica) string {
+// leaderOf names the leader's term from its scrape, the replica and the
+// process start the scrape came from (a replica that loses its lease
+// exits), with the scheduling attempts it has made; "" and -1 for none.
+func leaderOf(r *replica, s sample) (string, float64) {
 	if r == nil {
-		return ""
+		return "", -1
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return fmt.Sprintf("%s#%d", r.name, r.starts)
+	attempts := 0.0
+	for _, n := range s.Attempts {
+		attempts += n
+	}
+	return fmt.Sprintf("%s#%d", r.name, s.Start), attempts
 }
 
+// queueOf is the leader's active queue from its scrape, or -1 when no
+// leader answered (the watcher keeps what it knew).
 func queueOf(r *replica, s sample) float64 {
 	if r == nil {
 		return -1

@@ -89,6 +89,14 @@ const (
 	// them).
 	backlogPods  = 100
 	backlogBound = 5 * time.Minute
+	// backlogAcrossBound: however often the leader changes, a backlog no
+	// leader ends within this much leader time is a violation (the
+	// liveness oracles' clocks pause all the while).
+	backlogAcrossBound = 3 * backlogBound
+	// stallBound: a backlogged leader that makes no scheduling attempt
+	// for this much leader time is stalled (an API outage costs the lease
+	// within about 15 s; a slow API's attempts take seconds each).
+	stallBound = time.Minute
 	// backlogShort: a backlog ends when the queue has stayed short this
 	// long (one short reading in a long backlog does not end it).
 	backlogShort = 30 * time.Second
@@ -142,8 +150,15 @@ type watcher struct {
 	backlogged           bool
 	backlogFor, shortFor time.Duration
 	// term names the leader whose backlog is counted (replica and process
-	// start); "" before the first.
-	term string
+	// start); "" before the first. terms: every term seen (a paused leader
+	// that resumes may say it leads until its lease's renewal fails: its
+	// term does not come back). backlogAcross: the backlog across terms;
+	// stalledFor: backlogged leader time with no attempt made, attempts
+	// the term's count at the last reading (-1: none yet).
+	term                      string
+	terms                     map[string]bool
+	backlogAcross, stalledFor time.Duration
+	attempts                  float64
 	// disturbed: faults that can cut a leader's work short (disturbance).
 	disturbed spans
 	// auditGaps: API server restarts, around which the audit log may
@@ -536,7 +551,7 @@ func addTo(dst, src v1.ResourceList) {
 // replica answered its scrape.
 // active is the leader's active queue, or -1 when no leader answered its
 // scrape (a starved leader: the last reading stands).
-func (w *watcher) check(leader string, known bool, active float64) {
+func (w *watcher) check(leader string, known bool, active, attempts float64) {
 	leads := leader != ""
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -573,11 +588,19 @@ func (w *watcher) check(leader string, known bool, active float64) {
 		}
 	}
 	lt := w.leaderTime()
-	w.noteQueue(lt, time.Duration(w.dt*float64(time.Second)), active, leader)
+	w.noteQueue(lt, time.Duration(w.dt*float64(time.Second)), active, leader, attempts)
 	w.observe("9-leadership/backlog", "queue", lt)
 	if w.backlogFor > backlogBound {
 		w.violate(fmt.Sprintf("backlog/%d", int(now.Sub(w.start).Seconds())/int(backlogBound.Seconds())), "9-leadership",
-			fmt.Sprintf("the leader's active queue has held more than %d pods for %.0fs of leader time (%.0f now): it does not catch up", backlogPods, w.backlogFor.Seconds(), active))
+			fmt.Sprintf("the leader's active queue has held more than %d pods for %.0fs of its leadership (%.0f now): it does not catch up", backlogPods, w.backlogFor.Seconds(), active))
+	}
+	if w.backlogAcross > backlogAcrossBound {
+		w.violate(fmt.Sprintf("backlog-across/%d", int(now.Sub(w.start).Seconds())/int(backlogAcrossBound.Seconds())), "9-leadership",
+			fmt.Sprintf("the leaders' active queue has held more than %d pods for %.0fs of leader time across leader changes: none catches up", backlogPods, w.backlogAcross.Seconds()))
+	}
+	if w.stalledFor > stallBound {
+		w.violate(fmt.Sprintf("stalled/%d", int(now.Sub(w.start).Seconds())/int(stallBound.Seconds())), "9-leadership",
+			fmt.Sprintf("the leader (%s) has made no scheduling attempt for %.0fs of leader time with %.0f pods in its active queue: it is stalled", w.term, w.stalledFor.Seconds(), active))
 	}
 	qt := w.queueTime()
 	for _, inv := range []string{"1-overcommit", "3-quota/status", "7-nothing-lost/orphan", "9-leadership/leader"} {
@@ -732,28 +755,53 @@ func (w *watcher) setAPIDown(down bool) {
 
 // noteQueue follows the leader's backlog over dt (lt: some replica led):
 // active is its active queue, or -1 when unread (the last reading stands),
-// leader the replica that said it leads ("": none answered). A backlog
-// lasts from the first long reading until the queue has stayed short for
-// backlogShort, or until another leader takes over (its count starts anew).
-func (w *watcher) noteQueue(lt bool, dt time.Duration, active float64, leader string) {
-	if leader != "" && leader != w.term {
+// leader the replica that said it leads ("": none answered), attempts the
+// scheduling attempts it has made (-1: unread). A backlog lasts from the
+// first long reading until the queue has stayed short for backlogShort; a
+// leader's own count (backlogFor) starts anew when another leader takes
+// over, the count across leaders (backlogAcross) does not, and a
+// backlogged leader whose attempts do not grow is stalling (stalledFor).
+func (w *watcher) noteQueue(lt bool, dt time.Duration, active float64, leader string, attempts float64) {
+	if leader != "" && leader != w.term && !w.terms[leader] {
+		if w.terms == nil {
+			w.terms = map[string]bool{}
+		}
+		w.terms[leader] = true
 		w.term = leader
-		w.backlogFor, w.shortFor = 0, 0
+		w.backlogFor, w.stalledFor, w.attempts = 0, 0, -1
 	}
 	if active >= 0 {
 		w.backlogged = active > backlogPods
+	}
+	progressed := leader == w.term && attempts >= 0 && attempts > w.attempts
+	unread := leader != w.term || attempts < 0
+	if leader == w.term && attempts >= 0 {
+		if w.attempts < 0 {
+			progressed = true // the term's first reading
+		}
+		w.attempts = attempts
 	}
 	switch {
 	case !lt:
 		// No leader: the backlog neither grows nor ends.
 	case w.backlogged:
 		w.backlogFor += dt
+		w.backlogAcross += dt
 		w.shortFor = 0
-	case w.backlogFor > 0:
-		w.backlogFor += dt
-		if w.shortFor += dt; w.shortFor >= backlogShort {
-			w.backlogFor, w.shortFor = 0, 0
+		if !progressed && !unread {
+			w.stalledFor += dt
+		} else if progressed {
+			w.stalledFor = 0
 		}
+	case w.backlogFor > 0 || w.backlogAcross > 0:
+		w.backlogFor += dt
+		w.backlogAcross += dt
+		w.stalledFor = 0
+		if w.shortFor += dt; w.shortFor >= backlogShort {
+			w.backlogFor, w.backlogAcross, w.shortFor = 0, 0, 0
+		}
+	default:
+		w.stalledFor = 0
 	}
 }
 
