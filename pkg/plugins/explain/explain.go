@@ -454,7 +454,12 @@ func (pl *Explain) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Po
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	// A pod in a scheduling cycle is not being bound: a placement whose end
-	// was never seen would otherwise drop its explanations for good.
+	// was never seen would otherwise drop its explanations for good. (In
+	// 1.37 a pod's PreFilter never runs between its binding's Reserve and
+	// its Unreserve or bind: an assumed pod popped again is skipped before
+	// PreFilter, skipPodSchedule and skipPodGroupPodSchedule, and a
+	// PodGroup cycle reserves for binding after every PreFilter of the
+	// cycle, submitPodGroupAlgorithmResult.)
 	pl.out.unplacing(pod.UID)
 	state.Write(stateKey, &cycleState{})
 	return nil, nil
