@@ -523,10 +523,8 @@ func (w *watcher) judgeDrained() {
 	defer w.mu.Unlock()
 	// The liveness clocks pause while the leader catches up: one that has
 	// not caught up by the end of the drain could hide a stall.
-	// One that ended within backlogShort of the end may have restarted
-	// the clocks too late for them to judge anything.
-	if w.backlogged || w.backlogFor > 0 {
-		w.violate("drained/backlog", "9-leadership", fmt.Sprintf("the leader's active queue held more than %d pods within %s of the end of the drain (for %.0fs of its leadership)", backlogPods, backlogShort, w.backlogFor.Seconds()))
+	if w.backlogged {
+		w.violate("drained/backlog", "9-leadership", fmt.Sprintf("the leader's active queue still held more than %d pods at the end of the drain (for %.0fs of its leadership)", backlogPods, w.backlogFor.Seconds()))
 	}
 	for key, x := range w.t.m {
 		d := x.d

@@ -175,6 +175,18 @@ func exitCause(path string) (string, string) {
 // /metrics (served with delegated authentication: the admin's client
 // certificate).
 func (cl *cluster) scrapeMetrics(ctx context.Context, r *replica) (sample, error) {
+	// The process start the scrape reads: one that changed under the
+	// request may have answered for the process before it.
+	_, start := r.current()
+	out, err := cl.scrapeMetricsOnce(ctx, r)
+	if _, now := r.current(); err == nil && now != start {
+		err = fmt.Errorf("%s restarted during its scrape", r.name)
+	}
+	out.Start = start
+	return out, err
+}
+
+func (cl *cluster) scrapeMetricsOnce(ctx context.Context, r *replica) (sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", r.port), nil)

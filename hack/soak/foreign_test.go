@@ -2,8 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -341,5 +346,43 @@ func TestABacklogNoLeaderEndsAndAStallAreCounted(t *testing.T) {
 	w.noteQueue(true, step, 500, "berth-0#1", 8)
 	if w.stalledFor != 0 {
 		t.Fatalf("stalledFor %s after an attempt, want 0", w.stalledFor)
+	}
+}
+
+// The leader's term is the process start its scrape read: a replica that
+// restarts while it is scraped gives no reading (its answer may be the old
+// process's).
+func TestALeadersTermIsTheProcessStartItsScrapeRead(t *testing.T) {
+	r := &replica{name: "berth-0", starts: 3}
+	restart := false
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		if restart {
+			r.mu.Lock()
+			r.starts++
+			r.mu.Unlock()
+		}
+		_, _ = io.WriteString(rw, "leader_election_master_status{name=\"kube-scheduler\"} 1\n"+
+			"scheduler_schedule_attempts_total{profile=\"berth-all\",result=\"scheduled\"} 5\n"+
+			"scheduler_schedule_attempts_total{profile=\"berth-all\",result=\"unschedulable\"} 7\n")
+	}))
+	defer srv.Close()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.port, err = strconv.Atoi(u.Port()); err != nil {
+		t.Fatal(err)
+	}
+	cl := &cluster{scrape: srv.Client()}
+	s, err := cl.scrapeMetrics(t.Context(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term, attempts := leaderOf(r, s); term != "berth-0#3" || attempts != 12 || !s.Leader {
+		t.Fatalf("term %q, attempts %v, leader %v: want berth-0#3, 12, true", term, attempts, s.Leader)
+	}
+	restart = true
+	if _, err := cl.scrapeMetrics(t.Context(), r); err == nil {
+		t.Fatal("a scrape across a restart gave a reading")
 	}
 }

@@ -371,7 +371,7 @@ func (r *replica) exitsSnapshot() []exitRecord {
 
 func (cl *cluster) sampleAll(ctx context.Context, w *watcher) {
 	for _, r := range cl.replicas {
-		p, start := r.current()
+		p, _ := r.current()
 		if p == nil || p.Exited() {
 			continue
 		}
@@ -379,7 +379,7 @@ func (cl *cluster) sampleAll(ctx context.Context, w *watcher) {
 		if err != nil {
 			continue
 		}
-		s.At, s.Start = time.Since(started).Seconds(), start
+		s.At = time.Since(started).Seconds()
 		r.mu.Lock()
 		var prev *sample
 		if n := len(r.samples); n > 0 {

@@ -770,7 +770,9 @@ func (w *watcher) noteQueue(lt bool, dt time.Duration, active float64, leader st
 		w.term = leader
 		w.backlogFor, w.stalledFor, w.attempts = 0, 0, -1
 	}
-	if active >= 0 {
+	if active >= 0 && (leader == "" || leader == w.term) {
+		// (a leader that lost its term, resumed from a pause, may answer
+		// first: its queue is not the leader's)
 		w.backlogged = active > backlogPods
 	}
 	progressed := leader == w.term && attempts >= 0 && attempts > w.attempts
