@@ -1283,14 +1283,24 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 				// on), and the next leader does not explain bound pods.
 				judged := !overBudget(cond.LastTransitionTime.Time, p.Namespace) &&
 					(cond.Status != v1.ConditionTrue || !w.disturbedAt(cond.LastTransitionTime.Time))
-				w.observe("6-explain", uid, judged && lt)
+				// A pending pod whose decision's explanation was lost
+				// (with the leader that made it: its status write can
+				// land after that leader is gone) is explained at its
+				// next cycle, which waits its turn in the queue: its
+				// clock counts queue time. A bound pod's was written
+				// before its bind: leader time.
+				clock := lt
+				if cond.Status != v1.ConditionTrue {
+					clock = qt
+				}
+				w.observe("6-explain", uid, judged && clock)
 				r := explained(p)
 				key := "explain/" + uid
-				if d := w.t.add(key, judged && r == nil, lt, w.dt); d > explainBound {
+				if d := w.t.add(key, judged && r == nil, clock, w.dt); d > explainBound {
 					// The condition's reason and message say which
 					// decision went unexplained (a PostFilter's, a
 					// Permit rejection's, a failed binding's).
-					w.violate(key, "6-explain", fmt.Sprintf("pod %s asked for an explanation and has none after %.0fs of leader time (PodScheduled=%s since %s, %s: %q)", id, d.Seconds(), cond.Status,
+					w.violate(key, "6-explain", fmt.Sprintf("pod %s asked for an explanation and has none after %.0fs of leader (or, pending, queue) time (PodScheduled=%s since %s, %s: %q)", id, d.Seconds(), cond.Status,
 						cond.LastTransitionTime.UTC().Format(time.TimeOnly), cond.Reason, utilstrings.ShortenString(cond.Message, 300)), "pod "+id)
 				}
 				wrong := r != nil && p.Spec.NodeName != "" && (r.Outcome != explain.OutcomePlaced || r.Placed == nil || r.Placed.Node != p.Spec.NodeName)
