@@ -775,12 +775,10 @@ func (w *watcher) noteQueue(lt bool, dt time.Duration, active float64, leader st
 		// first: its queue is not the leader's)
 		w.backlogged = active > backlogPods
 	}
-	progressed := leader == w.term && attempts >= 0 && attempts > w.attempts
-	unread := leader != w.term || attempts < 0
-	if leader == w.term && attempts >= 0 {
-		if w.attempts < 0 {
-			progressed = true // the term's first reading
-		}
+	// A term's first reading progresses (its count starts at -1).
+	read := leader == w.term && attempts >= 0
+	progressed := read && attempts > w.attempts
+	if read {
 		w.attempts = attempts
 	}
 	switch {
@@ -790,10 +788,10 @@ func (w *watcher) noteQueue(lt bool, dt time.Duration, active float64, leader st
 		w.backlogFor += dt
 		w.backlogAcross += dt
 		w.shortFor = 0
-		if !progressed && !unread {
-			w.stalledFor += dt
-		} else if progressed {
+		if progressed {
 			w.stalledFor = 0
+		} else if read {
+			w.stalledFor += dt
 		}
 	case w.backlogFor > 0 || w.backlogAcross > 0:
 		w.backlogFor += dt

@@ -787,14 +787,8 @@ func TestMemberRejectedWhilePermitDecidesDoesNotCount(t *testing.T) {
 // member that fits no node took 70 % of the leader's scheduling time (a
 // CPU profile), simulating evictions on every node for that member.
 func TestDryRunSkipsTheNodesAMemberExceeds(t *testing.T) {
-	small := memberPod("g", 0)
-	misfit := memberPod("g", 1)
-	misfit.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("100")
-	s := newSim(t, []*v1.Node{node("n1", "4"), node("n2", "4")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, []*v1.Pod{small, misfit})
 	victims := &fakeVictims{ns: "batch", limit: 100}
-	preemptible.Provide(s.pl.fh, func([]*v1.Pod) preemptible.Victims { return victims })
-	s.fill("n1", 4)
-	s.fill("n2", 4)
+	s, small := gangOfTwoOnFullNodes(t, "100", func([]*v1.Pod) preemptible.Victims { return victims }, node("n1", "4"), node("n2", "4"))
 	st := s.schedule(small)
 	if victims.takes != 0 {
 		t.Errorf("the dry run took %d victims for a gang one of whose members exceeds every node's allocatable", victims.takes)
@@ -809,14 +803,8 @@ func TestDryRunSkipsTheNodesAMemberExceeds(t *testing.T) {
 // where it can be. The larger member is placed first (largest first), on
 // the 16-CPU node: the 4-CPU node, visited first, must give up nothing.
 func TestDryRunEvictsNothingWhereAMemberCannotFit(t *testing.T) {
-	small := memberPod("g", 0)
-	large := memberPod("g", 1)
-	large.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("8")
-	s := newSim(t, []*v1.Node{node("a-small", "4"), node("b-big", "16")}, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, []*v1.Pod{small, large})
 	victims := &fakeVictims{ns: "batch", limit: 100}
-	preemptible.Provide(s.pl.fh, func([]*v1.Pod) preemptible.Victims { return victims })
-	s.fill("a-small", 4)
-	s.fill("b-big", 16)
+	s, small := gangOfTwoOnFullNodes(t, "8", func([]*v1.Pod) preemptible.Victims { return victims }, node("a-small", "4"), node("b-big", "16"))
 	st := s.schedule(small)
 	if len(victims.took) == 0 || !strings.HasPrefix(victims.took[0], "batch-b-big-") {
 		t.Errorf("victims taken in order %v: the 8-CPU member must evict nothing on the 4-CPU node", victims.took)
@@ -830,19 +818,27 @@ func TestDryRunEvictsNothingWhereAMemberCannotFit(t *testing.T) {
 // two-member gang whose other member fits no node, at 1,000 full 4-CPU
 // nodes (the soak's misfit gangs): the attempt ends in PostFilter's dry run.
 func BenchmarkDryRunGangWithAMisfit(b *testing.B) {
-	small := memberPod("g", 0)
-	misfit := memberPod("g", 1)
-	misfit.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse("10000")
 	var nodes []*v1.Node
 	for i := range 1000 {
 		nodes = append(nodes, node(fmt.Sprintf("n%d", i), "4"))
 	}
-	s := newSim(b, nodes, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, []*v1.Pod{small, misfit})
-	preemptible.Provide(s.pl.fh, func([]*v1.Pod) preemptible.Victims { return &fakeVictims{ns: "batch", limit: math.MaxInt} })
-	for _, n := range nodes {
-		s.fill(n.Name, 4)
-	}
+	s, small := gangOfTwoOnFullNodes(b, "10000", func([]*v1.Pod) preemptible.Victims { return &fakeVictims{ns: "batch", limit: math.MaxInt} }, nodes...)
 	for b.Loop() {
 		s.schedule(small)
 	}
+}
+
+// gangOfTwoOnFullNodes is a sim of gang g (minMember 2) of a 1-CPU member,
+// which it returns, and g-1 asking cpu, on nodes each filled to its CPUs
+// with 1-CPU pods of namespace batch, rule the profile's preemption rule.
+func gangOfTwoOnFullNodes(tb testing.TB, cpu string, rule preemptible.Rule, nodes ...*v1.Node) (*sim, *v1.Pod) {
+	small := memberPod("g", 0)
+	other := memberPod("g", 1)
+	other.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse(cpu)
+	s := newSim(tb, nodes, []*schedv1alpha1.PodGroup{podGroup("g", 2, 0)}, []*v1.Pod{small, other})
+	preemptible.Provide(s.pl.fh, rule)
+	for _, n := range nodes {
+		s.fill(n.Name, int(n.Status.Capacity.Cpu().Value()))
+	}
+	return s, small
 }

@@ -181,7 +181,7 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 	if n.Spec.NodeName != "" {
 		if o.Spec.NodeName == "" { // the bind, seen once
 			pl.forgetAsked(n.UID)
-			pl.out.bound(n.UID)
+			pl.out.unplacing(n.UID)
 		}
 		return
 	}

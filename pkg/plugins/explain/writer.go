@@ -133,8 +133,10 @@ func (w *writer) placing(uid types.UID, unreserved bool) {
 	}
 }
 
-// unplacing: the pod's placement was undone (Unreserve), so explanations
-// made from now on are newer than it.
+// unplacing: the pod's placement ended — undone (Unreserve), or its bind
+// seen (nothing explains a bound pod as pending again: explainPendingMember
+// reads the pod first, PostFilter never sees it) — so explanations made
+// from now on are newer than it.
 func (w *writer) unplacing(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -146,14 +148,6 @@ func (w *writer) isBinding(uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.binding.Has(uid)
-}
-
-// bound: the pod's binding was seen; nothing explains it as pending again
-// (explainPendingMember reads the pod first, PostFilter never sees it).
-func (w *writer) bound(uid types.UID) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.binding.Delete(uid)
 }
 
 // forget drops what the writer remembers of a deleted pod.

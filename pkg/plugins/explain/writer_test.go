@@ -163,7 +163,7 @@ func TestAnExplanationMadeWhileThePodIsPlacedIsDropped(t *testing.T) {
 		t.Fatal("the explanation of a pod whose placement was undone was not queued")
 	}
 	w.placing(pod.UID, false)
-	w.bound(pod.UID)
+	w.unplacing(pod.UID)
 	if w.binding.Has(pod.UID) {
 		t.Error("the writer still holds the pod as being placed after its bind")
 	}
