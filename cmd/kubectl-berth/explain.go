@@ -223,6 +223,8 @@ func (o *explainOptions) runPending(ctx context.Context, c kubernetes.Interface,
 			rejected = "pod group " + rw.r.PodGroup
 		case rw.r.Rejection != "":
 			rejected = "placed, not bound"
+		case rw.r.Decision != "":
+			rejected = "see its condition"
 		}
 		cells := []string{rw.pod.Name, rw.r.Profile, strconv.Itoa(rw.r.Nodes), rejected, nearest(rw.r.Nearest),
 			explainedAgo(rw.r.Time.Time)}
@@ -358,6 +360,9 @@ func printTable(out io.Writer, pod string, r *explain.Result) error {
 	case r.Rejection != "":
 		fmt.Fprintf(w, "Pod %s is pending: a cycle placed it and it was not bound (profile %s, at %s).\n", pod, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"))
 		fmt.Fprintf(w, "Scheduler: %s\n", r.Rejection)
+	case r.Decision != "":
+		fmt.Fprintf(w, "Pod %s is pending; explained from its condition, as the cycle that decided left no explanation (profile %s, at %s).\n", pod, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"))
+		fmt.Fprintf(w, "Scheduler: %s\n", r.Decision)
 	default:
 		fmt.Fprintf(w, "Pod %s fits none of %d nodes (profile %s, at %s).\n", pod, r.Nodes, r.Profile, r.Time.UTC().Format("2006-01-02T15:04:05Z"))
 		if len(r.Nearest) > 0 {

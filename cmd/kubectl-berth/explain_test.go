@@ -68,6 +68,23 @@ Scheduler: 0/3 nodes are available: 1 pod group ml/trainer: 3/4 members placed, 
 	}
 }
 
+// A decision explained from the pod's condition (by a leader that took
+// over from the one that made it) says so, in the scheduler's words.
+func TestPrintTableDecisionFromTheCondition(t *testing.T) {
+	r := &explain.Result{Profile: "berth-all", Time: metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)), Outcome: explain.OutcomePending, Nodes: 3,
+		Decision: "0/3 nodes are available: 3 Insufficient cpu."}
+	var out strings.Builder
+	if err := printTable(&out, "ns/p", r); err != nil {
+		t.Fatal(err)
+	}
+	want := `Pod ns/p is pending; explained from its condition, as the cycle that decided left no explanation (profile berth-all, at 2026-12-01T12:00:00Z).
+Scheduler: 0/3 nodes are available: 3 Insufficient cpu.
+`
+	if out.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
 func TestPrintTablePlacedUnexplained(t *testing.T) {
 	r := &explain.Result{Profile: "berth-all", Time: metav1.NewTime(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)), Outcome: explain.OutcomePlaced, Nodes: 3,
 		Placed: &explain.Placed{Node: "n1", Unexplained: "not explained: over the explanation budget (maxPerMinute)"}}

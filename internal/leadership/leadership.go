@@ -121,6 +121,35 @@ func (w *Writer) Allowed() bool {
 	return t != 0 && time.Since(time.Unix(0, t)) >= ElectionGrace
 }
 
+// allowedPoll is how often OnAllowed looks.
+var allowedPoll = time.Second
+
+// OnAllowed calls f, on a goroutine of its own, each time the process comes
+// to be allowed to write (it took the lease; without leader election, it
+// synced and ElectionGrace passed), until ctx ends: a replica that takes
+// over does at once what the one before it left undone. It looks every
+// second; f runs within a second of the change, and one call ends before
+// the next begins.
+func (w *Writer) OnAllowed(ctx context.Context, f func()) {
+	go func() {
+		t := time.NewTicker(allowedPoll)
+		defer t.Stop()
+		was := false
+		for {
+			now := w.Allowed()
+			if now && !was {
+				f()
+			}
+			was = now
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
 // SetSynced overrides when the scheduler synced (the zero time: not yet),
 // for tests.
 func (w *Writer) SetSynced(t time.Time) {

@@ -36,6 +36,16 @@ func TestStateFollowsALeaderElector(t *testing.T) {
 	if c, l := State(); !c || l {
 		t.Fatalf("elector created: configured %v, leading %v; want configured, not leading", c, l)
 	}
+	// A writer told when the process comes to lead: not while it waits
+	// for the lease, once when it takes it.
+	allowedPoll = 10 * time.Millisecond
+	w := NewWriter(ctx, func() bool { return true })
+	took := make(chan struct{}, 2)
+	w.OnAllowed(ctx, func() { took <- struct{}{} })
+	time.Sleep(100 * time.Millisecond) // ten looks, none of them leading
+	if len(took) != 0 {
+		t.Fatal("OnAllowed called before the process led")
+	}
 	go le.Run(ctx)
 	select {
 	case <-started:
@@ -51,5 +61,14 @@ func TestStateFollowsALeaderElector(t *testing.T) {
 	}
 	if _, err := client.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-took:
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnAllowed never called after the process took the lease")
+	}
+	time.Sleep(100 * time.Millisecond) // ten looks, all leading
+	if len(took) != 0 {
+		t.Fatal("OnAllowed called again while the process kept leading")
 	}
 }

@@ -149,6 +149,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	} else {
 		pl.pods = f.Core().V1().Pods().Lister()
 		pl.leader = leadership.NewWriter(ctx, f.Core().V1().Pods().Informer().HasSynced)
+		pl.leader.OnAllowed(ctx, func() { pl.explainInherited(klog.FromContext(ctx)) })
 		// A pending pod that starts asking is brought back for a cycle:
 		// an annotation-only update requeues nothing by itself, and the
 		// next attempt could be minutes away.
@@ -189,7 +190,7 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 	if msg := groupFailure(n); msg != "" && (msg != groupFailure(o) || startsAsking) {
 		// A group member's reason is written once per change: one that
 		// asks after it failed is explained from the reason it has.
-		pl.explainPendingMember(logger, n, msg, 0)
+		pl.explainPendingMember(logger, n, msg, 0, false)
 	} else if msg := unscheduled(n); n.Spec.SchedulingGroup == nil && msg != "" && msg != unscheduled(o) {
 		// A pod a cycle placed and then did not bind (rejected at
 		// Permit, its binding failed: Unreserve marked it): no
@@ -197,8 +198,16 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 		// PostFilter explains it, or chose not to). Not on starting to
 		// ask: the activated cycle explains that pod.
 		if at, ok := pl.unreserved.Load(n.UID); ok {
-			pl.explainPendingMember(logger, n, msg, at.(uint64))
+			pl.explainPendingMember(logger, n, msg, at.(uint64), false)
 			pl.unreserved.CompareAndDelete(n.UID, at)
+		} else if unexplainedDecision(n) == msg {
+			// A decision without an explanation and which no cycle of
+			// this replica explained (its PostFilter's explanation, made
+			// before the scheduler writes the condition, would have
+			// counted in lastPending): the replica that led before made
+			// it, and its status write landed after this one took over
+			// (a partition that held the write).
+			pl.explainPendingMember(logger, n, msg, 0, true)
 		}
 	}
 	if !startsAsking {
@@ -235,6 +244,48 @@ func unscheduled(p *v1.Pod) string {
 	return ""
 }
 
+// unexplainedDecision is, for a pending pod with no explanation, the
+// message of the scheduler's decision that it fits nowhere (PodScheduled
+// False, Unschedulable); "" for any other pod. A gated pod, and one whose
+// cycle ended in an error (SchedulerError), has no decision to explain.
+func unexplainedDecision(p *v1.Pod) string {
+	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Annotations[AnnotationResult] != "" {
+		return ""
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Reason == v1.PodReasonUnschedulable {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// explainInherited runs when this replica comes to lead (or, without
+// leader election, may write): each pending pod that asks and has a
+// decision but no explanation is explained from its condition, without
+// waiting for its next cycle. The replica that led before made those
+// decisions and the explanations it had queued went with it (a leader that
+// loses its lease exits); the next cycle of such a pod may be minutes away
+// (a takeover tries every pending pod once, hundreds at 1,000 nodes, and a
+// pod that failed waits out its backoff). A pending pod's rules apply (the
+// namespaces, the budget, once every repeatPending): what the budget
+// leaves is explained by the pod's next cycle.
+func (pl *Explain) explainInherited(logger klog.Logger) {
+	pods, err := pl.pods.List(labels.Everything())
+	if err != nil {
+		logger.Error(err, "Explain: listing the pods a new leader explains")
+		return
+	}
+	n := 0
+	for _, p := range pods {
+		if msg := unexplainedDecision(p); msg != "" && p.Spec.SchedulerName == pl.fh.ProfileName() && pl.wants(p) {
+			pl.explainPendingMember(logger, p, msg, 0, true)
+			n++
+		}
+	}
+	logger.V(2).Info("Explain: leading; explained the decisions the replica before left unexplained", "profile", pl.fh.ProfileName(), "pods", n)
+}
+
 // explainPendingMember explains, in the scheduler's own words (the message
 // it writes in the pod's PodScheduled=False condition when the cycle ends),
 // a pending pod that no PostFilter saw:
@@ -244,7 +295,9 @@ func unscheduled(p *v1.Pod) string {
 //     member that failed gets its filter message, the others the group's);
 //   - a pod a cycle placed and then did not bind: a Permit plugin rejected
 //     it (a Coscheduling gang member whose gang timed out or was released),
-//     or its binding failed (ConfirmBinder refused the node).
+//     or its binding failed (ConfirmBinder refused the node);
+//   - inherited: a pod whose decision the replica that led before made,
+//     its explanation lost with it (explainInherited, podUpdated).
 //
 // The pod informer calls this when the message changes; the rules of a
 // pending pod's explanation apply (asking, the namespaces, once every
@@ -252,7 +305,7 @@ func unscheduled(p *v1.Pod) string {
 //
 // seq numbers the explanation as of the pod's Unreserve (0: now), so that a
 // placement after it supersedes it in the writer's queue.
-func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg string, seq uint64) {
+func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg string, seq uint64, inherited bool) {
 	if pod.Spec.SchedulerName != pl.fh.ProfileName() || !pl.wants(pod) {
 		return
 	}
@@ -290,6 +343,9 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 		r.PodGroup = pod.Namespace + "/" + *sg.PodGroupName
 		r.GroupFailure = truncate(msg, maxGroupFailure)
 		summary = fmt.Sprintf("pending with its pod group %s: %s", r.PodGroup, r.GroupFailure)
+	} else if inherited {
+		r.Decision = truncate(msg, maxGroupFailure)
+		summary = "pending, as the scheduler's condition says: " + r.Decision
 	} else {
 		r.Rejection = truncate(msg, maxGroupFailure)
 		summary = "pending, placed but not bound: " + r.Rejection
@@ -628,7 +684,7 @@ func (pl *Explain) explainIfUnchanged(logger klog.Logger, pod *v1.Pod, at uint64
 		// Numbered now: not binding (explainPendingMember checks, and the
 		// writer drops what is made while it is), so any placement comes
 		// after it. The Unreserve's mark, if still there, is spent.
-		pl.explainPendingMember(logger, cur, before, 0)
+		pl.explainPendingMember(logger, cur, before, 0, false)
 		pl.unreserved.CompareAndDelete(pod.UID, at)
 	})
 }

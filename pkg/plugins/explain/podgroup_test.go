@@ -368,8 +368,9 @@ func writingCluster(t *testing.T, config string) *podgroupcycle.Cluster {
 	return writingClusterWith(t, config, nil)
 }
 
-// writingClusterWith is writingCluster with more out-of-tree plugins.
-func writingClusterWith(t *testing.T, config string, more frameworkruntime.Registry) *podgroupcycle.Cluster {
+// writingClusterWith is writingCluster with more out-of-tree plugins, and
+// objs in the API before the scheduler starts.
+func writingClusterWith(t *testing.T, config string, more frameworkruntime.Registry, objs ...runtime.Object) *podgroupcycle.Cluster {
 	t.Helper()
 	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "2", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
 	var pl *Explain
@@ -383,7 +384,7 @@ func writingClusterWith(t *testing.T, config string, more frameworkruntime.Regis
 	for name, f := range more {
 		reg[name] = f
 	}
-	c := podgroupcycle.New(t, config, reg, n1)
+	c := podgroupcycle.New(t, config, reg, append([]runtime.Object{n1}, objs...)...)
 	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		return pl.leader.Allowed(), nil
 	}); err != nil {

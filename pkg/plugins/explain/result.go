@@ -49,6 +49,13 @@ type Result struct {
 	// released; its binding failed), why, in the scheduler's words (its
 	// PodScheduled condition). No PostFilter ran for it.
 	Rejection string `json:"rejection,omitempty"`
+	// Decision is, for a pending pod whose decision no cycle of the
+	// replica that wrote this explained (the replica that led before it
+	// made it, and the explanation it had queued went with it), that
+	// decision in the scheduler's words (its PodScheduled condition). The
+	// writer ran no cycle for it: no rejections by plugin, no nearest
+	// nodes; its next cycle's explanation replaces this one.
+	Decision string `json:"decision,omitempty"`
 	// Nodes is how many nodes the cycle's snapshot held.
 	Nodes int `json:"nodes"`
 	// Placed is set for a pod the cycle placed (explained at Reserve).

@@ -1,0 +1,139 @@
+package explain
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+
+	"github.com/berth-scheduler/berth/internal/testing/podgroupcycle"
+)
+
+// holdingCluster is writingCluster with a profile, "holding", whose
+// PreEnqueue holds every pod labelled held: the scheduler never runs its
+// cycle, so whatever explains it is not that cycle's PostFilter. objs are
+// in the API before the scheduler starts.
+func holdingCluster(t *testing.T, objs ...runtime.Object) *podgroupcycle.Cluster {
+	t.Helper()
+	const config = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: holding
+  plugins:
+    multiPoint:
+      enabled:
+      - name: Explain
+      - name: Holds
+`
+	return writingClusterWith(t, config, frameworkruntime.Registry{"Holds": func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+		return holds{}, nil
+	}}, objs...)
+}
+
+// holds keeps a pod labelled held out of the queue.
+type holds struct{}
+
+func (holds) Name() string { return "Holds" }
+func (holds) PreEnqueue(_ context.Context, p *v1.Pod) *fwk.Status {
+	if p.Labels["held"] == "true" {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "held by the test")
+	}
+	return nil
+}
+
+// decidedBefore is a held pod that asks, with the PodScheduled condition a
+// scheduler wrote (reason, message) and no explanation.
+func decidedBefore(name, reason, msg string) *v1.Pod {
+	p := st.MakePod().Namespace("a").Name(name).UID(name).SchedulerName("holding").Label("held", "true").
+		Req(map[v1.ResourceName]string{v1.ResourceCPU: "1"}).Annotation(AnnotationRequest, "true").Obj()
+	if reason != "" {
+		p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}}
+	}
+	return p
+}
+
+const lostDecision = "0/1000 nodes are available: 1000 Insufficient cpu. (the decision of the leader before)"
+
+// A replica that comes to lead explains each pending pod that asks and has
+// a decision (PodScheduled False, Unschedulable) but no explanation: the
+// replica that led before made it, and the explanation it queued went with
+// it (the 30-minute 1,000-node soak: a partitioned leader rejected a gang's
+// members and lost its lease; no later cycle explained them within 30 s of
+// queue time). It does not wait for the pod's next cycle, which may be
+// minutes away (a takeover pass of hundreds of pods, a long backoff): here
+// there is none. A pod gated or failed by an error has no decision to
+// explain, and an explanation already there stands.
+func TestALeaderThatTakesOverExplainsTheDecisionBeforeIt(t *testing.T) {
+	explained := decidedBefore("explained", v1.PodReasonUnschedulable, "an older decision")
+	const before = `{"version":"explain.berth.dev/v1alpha1","profile":"holding","time":"2026-12-07T00:00:00Z","outcome":"Pending","nodes":1}`
+	explained.Annotations[AnnotationResult] = before
+	c := holdingCluster(t,
+		decidedBefore("lost", v1.PodReasonUnschedulable, lostDecision),
+		decidedBefore("failed", v1.PodReasonSchedulerError, "binding failed: the API server is down"),
+		decidedBefore("gated", v1.PodReasonSchedulingGated, "Scheduling is blocked due to non-empty scheduling gates"),
+		explained,
+	)
+	r, err := explainedPending(t, c, "a", "lost")
+	if err != nil {
+		t.Fatalf("the decision of the leader before was not explained (last result %+v): %v", r, err)
+	}
+	if r.Decision != lostDecision || r.Rejection != "" || r.GroupFailure != "" {
+		t.Errorf("explanation %+v: want the condition's message as the decision, nothing else", r)
+	}
+	// The takeover's pass queued every explanation it made before the
+	// first was written; the writer writes them in order.
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		for _, name := range []string{"failed", "gated"} {
+			got, err := c.Client.CoreV1().Pods("a").Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if raw := got.Annotations[AnnotationResult]; raw != "" {
+				t.Fatalf("pod %s (no decision: %s) explained: %s", name, got.Status.Conditions[0].Reason, raw)
+			}
+		}
+		got, err := c.Client.CoreV1().Pods("a").Get(t.Context(), "explained", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw := got.Annotations[AnnotationResult]; raw != before {
+			t.Fatalf("a pod already explained was explained again: %s", raw)
+		}
+	}
+}
+
+// A decision whose status write lands after this replica took over (the
+// leader before was partitioned with the write held, and lost its lease)
+// is explained when the condition arrives, as the takeover's pass was
+// over by then.
+func TestADecisionThatLandsAfterTheTakeoverIsExplained(t *testing.T) {
+	c := holdingCluster(t)
+	p := decidedBefore("late", "", "")
+	p, err := c.Client.CoreV1().Pods("a").Create(t.Context(), p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, Message: lostDecision, LastTransitionTime: metav1.Now()}}
+	if _, err := c.Client.CoreV1().Pods("a").UpdateStatus(t.Context(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := explainedPending(t, c, "a", "late")
+	if err != nil {
+		t.Fatalf("the decision that landed late was not explained (last result %+v): %v", r, err)
+	}
+	if r.Decision != lostDecision {
+		t.Errorf("decision %q: want the condition's message %q", r.Decision, lostDecision)
+	}
+	if raw, _ := json.Marshal(r); !strings.Contains(string(raw), `"decision"`) {
+		t.Errorf("the result's JSON %s has no decision", raw)
+	}
+}
