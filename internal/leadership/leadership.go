@@ -125,18 +125,20 @@ func (w *Writer) Allowed() bool {
 var allowedPoll = time.Second
 
 // OnAllowed calls f, on a goroutine of its own, each time the process comes
-// to be allowed to write (it took the lease; without leader election, it
-// synced and ElectionGrace passed), until ctx ends: a replica that takes
-// over does at once what the one before it left undone. It looks every
-// second; f runs within a second of the change, and one call ends before
-// the next begins.
+// to be allowed to write with its pod informer synced (it took the lease;
+// without leader election, it synced and ElectionGrace passed), until ctx
+// ends: a replica that takes over does at once what the one before it left
+// undone, from a full cache (a scheduler that takes the lease before it
+// starts its informers, delayCacheUntilActive, is called once they
+// synced). It looks every second; f runs within a second of the change,
+// and one call ends before the next begins.
 func (w *Writer) OnAllowed(ctx context.Context, f func()) {
 	go func() {
 		t := time.NewTicker(allowedPoll)
 		defer t.Stop()
 		was := false
 		for {
-			now := w.Allowed()
+			now := w.synced.Load() != 0 && w.Allowed()
 			if now && !was {
 				f()
 			}

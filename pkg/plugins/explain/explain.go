@@ -74,6 +74,15 @@ type Explain struct {
 	// time.Time); forgotten when it is bound or deleted, or asks anew.
 	lastPending   sync.Map
 	pendingStores atomic.Uint64
+	// decided: the pending pods whose failure this replica's PostFilter
+	// saw (UID → time.Time), whatever it then did (explained it, or not:
+	// the budget, repeatPending, an error): the condition the scheduler
+	// writes next is that decision's, not one to explain from the
+	// condition (podUpdated). Forgotten as lastPending is.
+	decided       sync.Map
+	decidedStores atomic.Uint64
+	// inheritedPasses counts explainInherited's passes (tests).
+	inheritedPasses atomic.Int32
 	// unreserved: pods a cycle placed and then did not bind (Unreserve:
 	// rejected at Permit, binding failed), UID → the writer's number at
 	// Unreserve; the pod informer explains those from the message the
@@ -108,6 +117,28 @@ func (pl *Explain) rememberPending(uid types.UID, now time.Time) {
 		}
 		return true
 	})
+}
+
+// rememberDecided records that this replica's PostFilter saw the pod fail,
+// dropping the records older than repeatPending every 1,024th.
+func (pl *Explain) rememberDecided(uid types.UID, now time.Time) {
+	pl.decided.Store(uid, now)
+	if pl.decidedStores.Add(1)%1024 != 0 {
+		return
+	}
+	pl.decided.Range(func(k, v any) bool {
+		if now.Sub(v.(time.Time)) >= repeatPending {
+			pl.decided.Delete(k)
+		}
+		return true
+	})
+}
+
+// decidedHere: this replica's PostFilter saw the pod fail within
+// repeatPending.
+func (pl *Explain) decidedHere(uid types.UID) bool {
+	at, ok := pl.decided.Load(uid)
+	return ok && pl.now().Sub(at.(time.Time)) < repeatPending
 }
 
 var (
@@ -200,13 +231,15 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 		if at, ok := pl.unreserved.Load(n.UID); ok {
 			pl.explainPendingMember(logger, n, msg, at.(uint64), false)
 			pl.unreserved.CompareAndDelete(n.UID, at)
-		} else if unexplainedDecision(n) == msg {
-			// A decision without an explanation and which no cycle of
-			// this replica explained (its PostFilter's explanation, made
-			// before the scheduler writes the condition, would have
-			// counted in lastPending): the replica that led before made
-			// it, and its status write landed after this one took over
-			// (a partition that held the write).
+		} else if unexplainedDecision(n) == msg && !pl.decidedHere(n.UID) {
+			// A decision without an explanation, and no PostFilter of
+			// this replica saw it (a PostFilter runs before the scheduler
+			// writes the condition, and decides whether to explain): the
+			// replica that led before made it, and its status write
+			// landed after this one took over (a partition that held
+			// the write); or no PostFilter ran (no node at all, or a
+			// PostFilter plugin named before Explain ended the cycle's
+			// PostFilter).
 			pl.explainPendingMember(logger, n, msg, 0, true)
 		}
 	}
@@ -261,29 +294,39 @@ func unexplainedDecision(p *v1.Pod) string {
 }
 
 // explainInherited runs when this replica comes to lead (or, without
-// leader election, may write): each pending pod that asks and has a
-// decision but no explanation is explained from its condition, without
-// waiting for its next cycle. The replica that led before made those
-// decisions and the explanations it had queued went with it (a leader that
-// loses its lease exits); the next cycle of such a pod may be minutes away
-// (a takeover tries every pending pod once, hundreds at 1,000 nodes, and a
-// pod that failed waits out its backoff). A pending pod's rules apply (the
-// namespaces, the budget, once every repeatPending): what the budget
-// leaves is explained by the pod's next cycle.
+// leader election, may write): each pending pod that asks (or is sampled)
+// and has a decision but no explanation is explained from its condition,
+// without waiting for its next cycle. The replica that led before made
+// those decisions and the explanations it had queued went with it (a
+// leader that loses its lease exits); the next cycle of such a pod may be
+// minutes away (a takeover tries every pending pod once, hundreds at 1,000
+// nodes, and a pod that failed waits out its backoff). The budget and the
+// namespaces apply; such an explanation does not count as the pod's for
+// repeatPending, so the pod's next PostFilter explains it in full. The
+// pass leaves half of the write queue to the cycles: what it leaves is
+// explained by the pod's next cycle.
 func (pl *Explain) explainInherited(logger klog.Logger) {
+	defer pl.inheritedPasses.Add(1)
 	pods, err := pl.pods.List(labels.Everything())
 	if err != nil {
 		logger.Error(err, "Explain: listing the pods a new leader explains")
 		return
 	}
-	n := 0
+	tried, left := 0, 0
 	for _, p := range pods {
-		if msg := unexplainedDecision(p); msg != "" && p.Spec.SchedulerName == pl.fh.ProfileName() && pl.wants(p) {
-			pl.explainPendingMember(logger, p, msg, 0, true)
-			n++
+		msg := unexplainedDecision(p)
+		if msg == "" || p.Spec.SchedulerName != pl.fh.ProfileName() || !pl.wants(p) || pl.decidedHere(p.UID) {
+			continue
 		}
+		if pl.out.room() <= queueSize/2 {
+			left++
+			continue
+		}
+		pl.explainPendingMember(logger, p, msg, 0, true)
+		tried++
 	}
-	logger.V(2).Info("Explain: leading; explained the decisions the replica before left unexplained", "profile", pl.fh.ProfileName(), "pods", n)
+	logger.V(2).Info("Explain: leading; explaining from their condition the decisions the replica before left unexplained",
+		"profile", pl.fh.ProfileName(), "tried", tried, "leftToTheirNextCycle", left)
 }
 
 // explainPendingMember explains, in the scheduler's own words (the message
@@ -350,7 +393,7 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 		r.Rejection = truncate(msg, maxGroupFailure)
 		summary = "pending, placed but not bound: " + r.Rejection
 	}
-	if pl.out.enqueueAs(ctx, pod, r, summary, seq) {
+	if pl.out.enqueueAs(ctx, pod, r, summary, seq) && !inherited {
 		pl.rememberPending(pod.UID, now)
 	}
 }
@@ -397,6 +440,7 @@ func (pl *Explain) askedLater(uid types.UID) bool {
 // request, or after its explanation as pending.
 func (pl *Explain) forgetAsked(uid types.UID) {
 	pl.lastPending.Delete(uid)
+	pl.decided.Delete(uid)
 	pl.askedLater(uid)
 }
 
@@ -725,11 +769,13 @@ func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	// This cycle's failure is explained here (or not, by the rules
-	// below), not by an earlier Unreserve's mark.
+	// below), not by an earlier Unreserve's mark nor from the condition
+	// the scheduler writes next.
 	pl.unreserved.Delete(pod.UID)
+	now := pl.now()
+	pl.rememberDecided(pod.UID, now)
 	// A pending pod is retried every backoff: its explanation is renewed
 	// once every repeatPending at most, which spends no budget meanwhile.
-	now := pl.now()
 	if at, ok := pl.lastPending.Load(pod.UID); ok && now.Sub(at.(time.Time)) < repeatPending {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}

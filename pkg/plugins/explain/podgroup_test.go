@@ -372,6 +372,13 @@ func writingCluster(t *testing.T, config string) *podgroupcycle.Cluster {
 // objs in the API before the scheduler starts.
 func writingClusterWith(t *testing.T, config string, more frameworkruntime.Registry, objs ...runtime.Object) *podgroupcycle.Cluster {
 	t.Helper()
+	c, _ := writingClusterOf(t, config, more, objs...)
+	return c
+}
+
+// writingClusterOf is writingClusterWith that also returns the plugin.
+func writingClusterOf(t *testing.T, config string, more frameworkruntime.Registry, objs ...runtime.Object) (*podgroupcycle.Cluster, *Explain) {
+	t.Helper()
 	n1 := st.MakeNode().Name("n1").Capacity(map[v1.ResourceName]string{v1.ResourceCPU: "2", v1.ResourceMemory: "8Gi", v1.ResourcePods: "110"}).Obj()
 	var pl *Explain
 	reg := frameworkruntime.Registry{Name: func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
@@ -390,7 +397,7 @@ func writingClusterWith(t *testing.T, config string, more frameworkruntime.Regis
 	}); err != nil {
 		t.Fatal("Explain never learnt that it may write")
 	}
-	return c
+	return c, pl
 }
 
 // A PodGroup member's group failure delivered late, after the member's next

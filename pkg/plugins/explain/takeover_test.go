@@ -10,10 +10,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
+	"github.com/berth-scheduler/berth/apis/config"
 	"github.com/berth-scheduler/berth/internal/testing/podgroupcycle"
 )
 
@@ -21,7 +25,7 @@ import (
 // PreEnqueue holds every pod labelled held: the scheduler never runs its
 // cycle, so whatever explains it is not that cycle's PostFilter. objs are
 // in the API before the scheduler starts.
-func holdingCluster(t *testing.T, objs ...runtime.Object) *podgroupcycle.Cluster {
+func holdingCluster(t *testing.T, objs ...runtime.Object) (*podgroupcycle.Cluster, *Explain) {
 	t.Helper()
 	const config = `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -33,7 +37,7 @@ profiles:
       - name: Explain
       - name: Holds
 `
-	return writingClusterWith(t, config, frameworkruntime.Registry{"Holds": func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return writingClusterOf(t, config, frameworkruntime.Registry{"Holds": func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) {
 		return holds{}, nil
 	}}, objs...)
 }
@@ -75,7 +79,7 @@ func TestALeaderThatTakesOverExplainsTheDecisionBeforeIt(t *testing.T) {
 	explained := decidedBefore("explained", v1.PodReasonUnschedulable, "an older decision")
 	const before = `{"version":"explain.berth.dev/v1alpha1","profile":"holding","time":"2026-12-07T00:00:00Z","outcome":"Pending","nodes":1}`
 	explained.Annotations[AnnotationResult] = before
-	c := holdingCluster(t,
+	c, _ := holdingCluster(t,
 		decidedBefore("lost", v1.PodReasonUnschedulable, lostDecision),
 		decidedBefore("failed", v1.PodReasonSchedulerError, "binding failed: the API server is down"),
 		decidedBefore("gated", v1.PodReasonSchedulingGated, "Scheduling is blocked due to non-empty scheduling gates"),
@@ -116,7 +120,13 @@ func TestALeaderThatTakesOverExplainsTheDecisionBeforeIt(t *testing.T) {
 // is explained when the condition arrives, as the takeover's pass was
 // over by then.
 func TestADecisionThatLandsAfterTheTakeoverIsExplained(t *testing.T) {
-	c := holdingCluster(t)
+	c, pl := holdingCluster(t)
+	// The takeover's pass is over (it would explain the pod itself).
+	if err := wait.PollUntilContextTimeout(t.Context(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return pl.inheritedPasses.Load() > 0, nil
+	}); err != nil {
+		t.Fatal("the takeover's pass never ran")
+	}
 	p := decidedBefore("late", "", "")
 	p, err := c.Client.CoreV1().Pods("a").Create(t.Context(), p, metav1.CreateOptions{})
 	if err != nil {
@@ -135,5 +145,42 @@ func TestADecisionThatLandsAfterTheTakeoverIsExplained(t *testing.T) {
 	}
 	if raw, _ := json.Marshal(r); !strings.Contains(string(raw), `"decision"`) {
 		t.Errorf("the result's JSON %s has no decision", raw)
+	}
+}
+
+// A pod whose failure this replica's PostFilter saw, and chose not to
+// explain (here the budget was spent), is not explained from the condition
+// the scheduler then writes, nor charged to the budget again: that path is
+// for decisions no PostFilter of this replica saw.
+func TestADecisionThisReplicaSawIsNotExplainedFromItsCondition(t *testing.T) {
+	nodes, pods := cluster()
+	big := asking("huge", "40")
+	big.Spec.SchedulerName = "berth" // the sim's profile
+	s := newSim(t, &config.ExplainArgs{TopNodes: 5, MaxPerMinute: 1}, nodes, pods, big)
+	s.pl.leader = nil // no election: this replica schedules
+	counted := func() float64 {
+		v, err := testutil.GetCounterMetricValue(skipped.WithLabelValues(skippedBudget))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if !s.pl.withinBudget(s.ctx, big) { // the minute's one explanation, spent
+		t.Fatal("the budget of one was spent before the test")
+	}
+	before := counted()
+	s.schedule(big)
+	if got := counted() - before; got != 1 {
+		t.Fatalf("skipped{budget} grew by %v at PostFilter, want 1", got)
+	}
+	failed := big.DeepCopy()
+	failed.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 Insufficient cpu."}}
+	store := s.f.SharedInformerFactory().Core().V1().Pods().Informer().GetStore()
+	if err := store.Update(failed); err != nil { // the informer's store holds the update its handler runs for
+		t.Fatal(err)
+	}
+	s.pl.podUpdated(klog.FromContext(s.ctx), big, failed)
+	if got := counted() - before; got != 1 {
+		t.Errorf("skipped{budget} grew by %v once the condition arrived, want still 1: the decision PostFilter saw was taken again", got)
 	}
 }

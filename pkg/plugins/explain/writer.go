@@ -150,6 +150,13 @@ func (w *writer) isBinding(uid types.UID) bool {
 	return w.binding.Has(uid)
 }
 
+// room is how many more pods' explanations the queue takes.
+func (w *writer) room() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return queueSize - len(w.pending)
+}
+
 // forget drops what the writer remembers of a deleted pod.
 func (w *writer) forget(uid types.UID) {
 	w.mu.Lock()
