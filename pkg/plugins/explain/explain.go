@@ -135,9 +135,16 @@ func (pl *Explain) rememberDecided(uid types.UID, now time.Time) {
 }
 
 // decidedHere: this replica's PostFilter saw the pod fail within
-// repeatPending.
-func (pl *Explain) decidedHere(uid types.UID) bool {
-	at, ok := pl.decided.Load(uid)
+// repeatPending, and the condition that decision wrote has not been seen
+// yet (consume: it is seen now; the record is spent).
+func (pl *Explain) decidedHere(uid types.UID, consume bool) bool {
+	var at any
+	var ok bool
+	if consume {
+		at, ok = pl.decided.LoadAndDelete(uid)
+	} else {
+		at, ok = pl.decided.Load(uid)
+	}
 	return ok && pl.now().Sub(at.(time.Time)) < repeatPending
 }
 
@@ -213,7 +220,7 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 	if n.Spec.NodeName != "" {
 		if o.Spec.NodeName == "" { // the bind, seen once
 			pl.forgetAsked(n.UID)
-			pl.out.unplacing(n.UID)
+			pl.out.bound(n.UID)
 		}
 		return
 	}
@@ -231,10 +238,11 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 		if at, ok := pl.unreserved.Load(n.UID); ok {
 			pl.explainPendingMember(logger, n, msg, at.(uint64), false)
 			pl.unreserved.CompareAndDelete(n.UID, at)
-		} else if unexplainedDecision(n) == msg && !pl.decidedHere(n.UID) {
+		} else if !pl.decidedHere(n.UID, true) && unexplainedDecision(n) == msg {
 			// A decision without an explanation, and no PostFilter of
 			// this replica saw it (a PostFilter runs before the scheduler
-			// writes the condition, and decides whether to explain): the
+			// writes the condition, and decides whether to explain; the
+			// condition's first change after it spends its record): the
 			// replica that led before made it, and its status write
 			// landed after this one took over (a partition that held
 			// the write); or no PostFilter ran (no node at all, or a
@@ -301,10 +309,12 @@ func unexplainedDecision(p *v1.Pod) string {
 // leader that loses its lease exits); the next cycle of such a pod may be
 // minutes away (a takeover tries every pending pod once, hundreds at 1,000
 // nodes, and a pod that failed waits out its backoff). The budget and the
-// namespaces apply; such an explanation does not count as the pod's for
-// repeatPending, so the pod's next PostFilter explains it in full. The
-// pass leaves half of the write queue to the cycles: what it leaves is
-// explained by the pod's next cycle.
+// namespaces apply, and a pod whose failure this replica's PostFilter has
+// seen is left to it (explainPendingMember); such an explanation does not
+// count as the pod's for repeatPending, so the pod's next PostFilter
+// explains it in full (a second write, for the pods the leader before left
+// unexplained only). The pass leaves half of the write queue to the
+// cycles: what it leaves is explained by the pod's next cycle.
 func (pl *Explain) explainInherited(logger klog.Logger) {
 	defer pl.inheritedPasses.Add(1)
 	pods, err := pl.pods.List(labels.Everything())
@@ -315,7 +325,7 @@ func (pl *Explain) explainInherited(logger klog.Logger) {
 	tried, left := 0, 0
 	for _, p := range pods {
 		msg := unexplainedDecision(p)
-		if msg == "" || p.Spec.SchedulerName != pl.fh.ProfileName() || !pl.wants(p) || pl.decidedHere(p.UID) {
+		if msg == "" || p.Spec.SchedulerName != pl.fh.ProfileName() || !pl.wants(p) {
 			continue
 		}
 		if pl.out.room() <= queueSize/2 {
@@ -370,6 +380,9 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 	if at, ok := pl.lastPending.Load(pod.UID); ok && now.Sub(at.(time.Time)) < repeatPending {
 		return
 	}
+	if inherited && pl.leftToACycle(pod.UID) {
+		return
+	}
 	ctx := klog.NewContext(context.Background(), logger)
 	if !pl.withinBudget(ctx, pod) {
 		return
@@ -393,9 +406,25 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 		r.Rejection = truncate(msg, maxGroupFailure)
 		summary = "pending, placed but not bound: " + r.Rejection
 	}
+	if inherited && pl.leftToACycle(pod.UID) {
+		// A cycle of this replica took the pod meanwhile (the takeover's
+		// pass runs beside the first cycles): its PostFilter decides.
+		return
+	}
 	if pl.out.enqueueAs(ctx, pod, r, summary, seq) && !inherited {
 		pl.rememberPending(pod.UID, now)
 	}
+}
+
+// leftToACycle: a pod this replica's own cycle explains, or chose not to,
+// so an explanation from its condition is not made: its PostFilter saw it
+// fail (and the condition it wrote is not yet seen), or it started asking
+// and the cycle that asking activated has not read it yet.
+func (pl *Explain) leftToACycle(uid types.UID) bool {
+	if _, asking := pl.asked.Load(uid); asking {
+		return true
+	}
+	return pl.decidedHere(uid, false)
 }
 
 // notExplainedOverBudget: a placement recorded, not explained (Reserve).

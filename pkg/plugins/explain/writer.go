@@ -64,7 +64,9 @@ type item struct {
 // the pod's placement is never written (counted as superseded), and a
 // placement's write waits for a queued write of the same pod under way: a
 // bound pod never ends with a pending explanation, whether or not its
-// placement was explained.
+// placement was explained. A pod another replica bound (the leader before,
+// a bind that landed late) has what is queued for it dropped when its bind
+// is seen; a write under way then is not stopped.
 type writer struct {
 	fh    fwk.Handle
 	queue workqueue.TypedRateLimitingInterface[types.UID]
@@ -141,6 +143,22 @@ func (w *writer) unplacing(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.binding.Delete(uid)
+}
+
+// bound: the pod's bind was seen (this replica's or another's). Its
+// placement ended, and an explanation still queued for it is stale: every
+// placed explanation is written before its bind (PreBind), so what waits
+// is a pending one, made before the bind (by this replica of a decision
+// the replica before it made, whose bind landed after). A write already
+// under way is not stopped.
+func (w *writer) bound(uid types.UID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.binding.Delete(uid)
+	if _, queued := w.pending[uid]; queued {
+		delete(w.pending, uid) // the queue's key is dropped by writeNext
+		writes.WithLabelValues("superseded").Inc()
+	}
 }
 
 // isBinding: the pod is placed and its bind not yet seen.

@@ -173,3 +173,23 @@ func TestAnExplanationMadeWhileThePodIsPlacedIsDropped(t *testing.T) {
 		t.Error("the writer still holds the pod as being placed after its deletion")
 	}
 }
+
+// A pending explanation still queued when the pod's bind is seen is not
+// written: it was made before the bind, and here no Reserve of this
+// replica numbered a placement after it (another replica bound the pod:
+// the leader before, whose bind landed after this one explained the
+// decision it had left unexplained).
+func TestAPendingExplanationQueuedWhenTheBindIsSeenIsDropped(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u-p"}}
+	p := &patches{}
+	w := writerUnderTest(t, pod, p)
+	ctx, logger := t.Context(), klog.FromContext(t.Context())
+	if !w.enqueue(ctx, pod, pendingResult("decided by the leader before"), "pending") {
+		t.Fatal("not queued")
+	}
+	w.bound(pod.UID)
+	w.writeNext(ctx, logger)
+	if len(p.bodies) != 0 {
+		t.Errorf("patches %q: a pending explanation was written on a bound pod", p.bodies)
+	}
+}
