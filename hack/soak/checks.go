@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -224,9 +225,10 @@ func (w *watcher) gangFits(pods []*v1.Pod, nodes map[string]*v1.Node, free map[s
 	return true, sum
 }
 
-// preemptedBy reads upstream's event message: "Preempted by pod <uid> on
-// node <node>".
-var preemptedBy = regexp.MustCompile(`^Preempted by \S+ ([0-9a-f-]{36}) on node (\S+)`)
+// preemptedBy reads upstream's event message: "Preempted by <type> <uid> on
+// node <node>", the type "pod" or, for a PodGroup's preemption,
+// "podgroup".
+var preemptedBy = regexp.MustCompile(`^Preempted by (\S+) ([0-9a-f-]{36}) on node (\S+)`)
 
 // 8. Every eviction was legal, judged from the event upstream's preemption
 // records on each victim, evictionDelay after it (so that the preemptor's
@@ -247,7 +249,7 @@ func (w *watcher) preempted(e *v1.Event) {
 	w.evictions++
 	ev := evictionEvent{victim: e.InvolvedObject.UID, ns: e.InvolvedObject.Namespace, name: e.InvolvedObject.Name, at: time.Now()}
 	if m := preemptedBy.FindStringSubmatch(e.Message); m != nil {
-		ev.preemptor = types.UID(m[1])
+		ev.preemptor, ev.preemptorType = types.UID(m[2]), m[1]
 	}
 	if v := w.podByUID(ev.victim, ev.ns, ev.name); v != nil {
 		ev.victimPod = v
@@ -255,10 +257,49 @@ func (w *watcher) preempted(e *v1.Event) {
 			w.victims = append(w.victims, victimRecord{victim: ev.victim, preemptor: ev.preemptor, at: ev.at})
 		}
 	}
-	if ev.preemptor != "" {
+	switch {
+	case ev.preemptor == "":
+	case ev.preemptorType == "podgroup":
+		ev.preemptorPod, ev.preemptorName = w.groupPreemptor(ev.preemptor, e.Related)
+	default:
 		ev.preemptorPod = w.podByUID(ev.preemptor, "", "")
 	}
 	w.evictionQueue = append(w.evictionQueue, ev)
+}
+
+// groupPreemptor stands a Kubernetes PodGroup that preempted (uid; the
+// event's related object names it) in for its preemptor pod: one of its
+// members (the requests of a group's members say which resources it asks
+// for) at the group's priority, as upstream's preemption compares it
+// (util.PodGroupPriority: spec.priority, 0 without). nil if the watcher
+// holds neither the group nor a member.
+func (w *watcher) groupPreemptor(uid types.UID, related *v1.ObjectReference) (*v1.Pod, string) {
+	var pg *schedulingv1beta1.PodGroup
+	if related != nil && related.Kind == "PodGroup" {
+		if o, ok, _ := w.nativeGroups.GetByKey(related.Namespace + "/" + related.Name); ok && o.(*schedulingv1beta1.PodGroup).UID == uid {
+			pg = o.(*schedulingv1beta1.PodGroup)
+		}
+	}
+	if pg == nil {
+		for _, o := range w.nativeGroups.List() {
+			if g := o.(*schedulingv1beta1.PodGroup); g.UID == uid {
+				pg = g
+			}
+		}
+	}
+	if pg == nil {
+		return nil, ""
+	}
+	objs, _ := w.pods.ByIndex(cache.NamespaceIndex, pg.Namespace)
+	for _, o := range objs {
+		p := o.(*v1.Pod)
+		if sg := p.Spec.SchedulingGroup; sg != nil && ptr.Deref(sg.PodGroupName, "") == pg.Name {
+			stand := p.DeepCopy()
+			stand.Spec.Priority = ptr.To(ptr.Deref(pg.Spec.Priority, 0))
+			return stand, fmt.Sprintf("PodGroup %s/%s", pg.Namespace, pg.Name)
+		}
+	}
+	return nil, ""
 }
 
 // evictionEvent is one victim's event, waiting to be judged.
@@ -267,6 +308,9 @@ type evictionEvent struct {
 	ns, name                string
 	at                      time.Time
 	victimPod, preemptorPod *v1.Pod
+	// preemptorType: upstream's, "pod" or "podgroup"; preemptorName, for
+	// a group, names it (preemptorPod is one of its members then).
+	preemptorType, preemptorName string
 }
 
 // evictionDelay: how long an eviction waits for its preemptor's other
@@ -289,13 +333,25 @@ func (w *watcher) judgeEvictions(now time.Time) {
 func (w *watcher) judgeEviction(ev evictionEvent) {
 	key := string(ev.victim)
 	victim, preemptor := ev.victimPod, ev.preemptorPod
-	if victim == nil || preemptor == nil ||
-		ev.at.Sub(w.quotaChanged[victim.Namespace]) < settle || ev.at.Sub(w.quotaChanged[preemptor.Namespace]) < settle {
+	why := ""
+	switch {
+	case victim == nil:
+		why = "victim not seen"
+	case preemptor == nil:
+		why = fmt.Sprintf("preemptor not seen (%s)", ev.preemptorType)
+	case ev.at.Sub(w.quotaChanged[victim.Namespace]) < settle || ev.at.Sub(w.quotaChanged[preemptor.Namespace]) < settle:
+		why = "a quota edited within " + settle.String()
+	}
+	if why != "" {
+		w.unjudgedEvictions[why]++
 		w.event("8-eviction", key, false)
 		return
 	}
 	w.event("8-eviction", key, true)
-	vid, pid := victim.Namespace+"/"+victim.Name, preemptor.Namespace+"/"+preemptor.Name
+	vid, pid := victim.Namespace+"/"+victim.Name, "pod "+preemptor.Namespace+"/"+preemptor.Name
+	if ev.preemptorName != "" {
+		pid = ev.preemptorName
+	}
 	vp, pp := corev1helpers.PodPriority(victim), corev1helpers.PodPriority(preemptor)
 	if w.blockingPDB(victim) != "" {
 		// Counted, not judged: whether another choice existed is a
@@ -313,7 +369,7 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 	}
 	if !reclaim {
 		if vp >= pp {
-			w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s (priority %d) evicted for %s (priority %d)", vid, vp, pid, pp), "pod "+vid, "pod "+pid)
+			w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s (priority %d) evicted for %s (priority %d)", vid, vp, pid, pp), "pod "+vid, pid)
 		}
 		return
 	}
@@ -403,7 +459,7 @@ func (w *watcher) judgeEviction(ev evictionEvent) {
 		pending = append(pending[:maxListed], "...")
 	}
 	w.violate("eviction/"+key, "8-eviction", fmt.Sprintf("pod %s of namespace %s evicted to reclaim for %s, but %s used %s, not above its min %s in a resource %s asks for (%s); its pending pods then, not counted: %d %v",
-		vid, victim.Namespace, pid, victim.Namespace, resources(before), resources(q.Spec.Min), pid, resources(podRequests(preemptor)), listed, pending), "pod "+vid, "pod "+pid, "elasticquota "+q.Namespace+"/"+q.Name)
+		vid, victim.Namespace, pid, victim.Namespace, resources(before), resources(q.Spec.Min), pid, resources(podRequests(preemptor)), listed, pending), "pod "+vid, pid, "elasticquota "+q.Namespace+"/"+q.Name)
 }
 
 // leavingBefore: p's deletion was requested more than 2 s before at (its

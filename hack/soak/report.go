@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -56,10 +58,12 @@ type report struct {
 	// Reclaims: evictions judged as ElasticQuota's reclaim for another
 	// namespace; ReclaimsByHistory: those legal only by the victim
 	// namespace's larger use earlier in the window before the event.
-	Reclaims          int     `json:"reclaims"`
-	ReclaimsByHistory int     `json:"reclaimsByHistory"`
-	Mutant            string  `json:"mutant,omitempty"`
-	DrainMinutes      float64 `json:"drainMinutes"`
+	Reclaims int `json:"reclaims"`
+	// UnjudgedEvictions: the evictions 8 did not judge, by why.
+	UnjudgedEvictions map[string]int `json:"unjudgedEvictions,omitempty"`
+	ReclaimsByHistory int            `json:"reclaimsByHistory"`
+	Mutant            string         `json:"mutant,omitempty"`
+	DrainMinutes      float64        `json:"drainMinutes"`
 	// FirstViolation: seconds from the start to the first violation, by
 	// invariant (the mutants' table reads it).
 	FirstViolation map[string]float64 `json:"firstViolationSeconds,omitempty"`
@@ -130,6 +134,7 @@ func buildReport(o options, g *generator, f *faults, w *watcher, cl *cluster, op
 	r.Invariants = w.invariantReports()
 	r.Evictions, r.PDBEvictions, r.Mutant, r.DrainMinutes = w.evictions, w.pdbEvictions, o.mutant, o.drain.Minutes()
 	r.Reclaims, r.ReclaimsByHistory = w.reclaims, w.reclaimsByHistory
+	r.UnjudgedEvictions = maps.Clone(w.unjudgedEvictions)
 	r.ForeignBindings, r.ForeignOverruns = w.foreignPins, w.foreignOverruns
 	r.ForeignRaces, r.ForeignSameNode, r.ForeignElsewhere = w.foreignRaces, w.foreignSameNode, w.foreignElsewhere
 	r.SlowestReadSecs = w.maxLatency.Seconds()
@@ -227,6 +232,14 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %d |\n", k.Kind, k.Count)
 	}
 	fmt.Fprintf(&b, "\nEvictions (upstream's Preempted events): %d, of them %d of a PodDisruptionBudget's protected pods; reclaims judged (a victim of another namespace with a quota) %d, of them legal only by the namespace's larger use earlier in the %s before the event %d.\n", r.Evictions, r.PDBEvictions, r.Reclaims, evictionWindow, r.ReclaimsByHistory)
+	if len(r.UnjudgedEvictions) > 0 {
+		whys := slices.Sorted(maps.Keys(r.UnjudgedEvictions))
+		parts := make([]string, len(whys))
+		for i, why := range whys {
+			parts[i] = fmt.Sprintf("%s %d", why, r.UnjudgedEvictions[why])
+		}
+		fmt.Fprintf(&b, "Evictions not judged, by why: %s.\n", strings.Join(parts, ", "))
+	}
 	fmt.Fprintf(&b, "\nForeign bindings beside a pod waiting with its node nominated (a gang member at Permit, a binding slow in PreBind or its confirmation; ConfirmBinder must refuse the pod there): %d; of those pods, bound later on the raced node %d (the overcommit invariant judges them), elsewhere %d; overcommits the foreign pod itself caused (arrived last; a kubelet refuses it) %d, and races (a pod bound within %s, plus twice the slowest node GET and pod LIST timed within %s, plus twice a slowed path's delay, of the foreign pod: counted, not judged) %d. The slowest such read took %.2fs.\n",
 		r.ForeignBindings, r.ForeignSameNode, r.ForeignElsewhere, r.ForeignOverruns, raceSlack, latencyAround, r.ForeignRaces, r.SlowestReadSecs)
 	fmt.Fprintf(&b, "\nOvercommits beside a foreign pod are judged from the API server's audit log (the replicas' LISTs of a node's pods and their bindings) where it has the binding: %s.\n", r.Audit)

@@ -23,3 +23,28 @@ func TestSoakCommandReplaysTheRun(t *testing.T) {
 		}
 	}
 }
+
+// The drain ends once a leader has run drainCaughtUp without a backlog
+// (a backlog that ended in its last seconds would leave pods unjudged),
+// and drains at most twice its length.
+func TestTheDrainWaitsForALeaderThatCaughtUp(t *testing.T) {
+	const d = 200 * time.Millisecond
+	quiet := func(string, ...any) {}
+	if got := drainUntilCaughtUp(t.Context(), d, func() time.Duration { return drainCaughtUp }, quiet); got < d || got >= 2*d {
+		t.Errorf("caught up all along: drained %s, want its length %s", got, d)
+	}
+	if got := drainUntilCaughtUp(t.Context(), d, func() time.Duration { return 0 }, quiet); got < 2*d {
+		t.Errorf("never caught up: drained %s, want twice its length %s", got, 2*d)
+	}
+	var calls int
+	caughtUp := func() time.Duration { // caught up from the drain's end on
+		calls++
+		if calls > 3 {
+			return drainCaughtUp
+		}
+		return 0
+	}
+	if got := drainUntilCaughtUp(t.Context(), d, caughtUp, quiet); got <= d || got >= 2*d {
+		t.Errorf("caught up after the drain's length: drained %s, want between %s and %s", got, d, 2*d)
+	}
+}

@@ -293,7 +293,7 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	if stopped {
 		drain = 0
 	}
-	drainCtx, cancelDrain := context.WithTimeout(ctx, drain)
+	drainCtx, cancelDrain := context.WithCancel(ctx)
 	soakCtx = drainCtx
 	loop(500*time.Millisecond, func() { cl.supervise(drainCtx) })
 	loop(5*time.Second, func() { cl.sampleAll(drainCtx, w) })
@@ -303,7 +303,8 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		w.check(term, known, queueOf(r, s), attempts)
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
-	<-drainCtx.Done()
+	// The report gives the drain as it ran.
+	o.drain = drainUntilCaughtUp(drainCtx, drain, w.caughtUpFor, logf)
 	cancelDrain()
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -319,6 +320,47 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 		return nil, err
 	}
 	return rep, nil
+}
+
+// drainCaughtUp: the drain ends with a leader that has run this long
+// without a backlog: the liveness clocks count only such time, and a pod
+// left waiting when a backlog ended in the drain's last seconds would not
+// be judged.
+const drainCaughtUp = drainJudged + 30*time.Second
+
+// drainUntilCaughtUp waits out the drain (d), and then, up to d more, until
+// a leader has run drainCaughtUp without a backlog (caughtUp reads it);
+// it returns how long it drained. A leader that never catches up is
+// judged by judgeDrained (its backlog at the end).
+func drainUntilCaughtUp(ctx context.Context, d time.Duration, caughtUp func() time.Duration, logf func(string, ...any)) time.Duration {
+	start := time.Now()
+	if d <= 0 {
+		return 0
+	}
+	t := time.NewTicker(min(time.Second, d/10))
+	defer t.Stop()
+	extended := false
+	for {
+		select {
+		case <-ctx.Done():
+			return time.Since(start)
+		case <-t.C:
+		}
+		ran := time.Since(start)
+		if ran < d {
+			continue
+		}
+		if c := caughtUp(); c >= drainCaughtUp || ran >= 2*d {
+			if extended {
+				logf("heal: drained %s (the leader without a backlog for the last %s)", ran.Round(time.Second), c.Round(time.Second))
+			}
+			return ran
+		}
+		if !extended {
+			extended = true
+			logf("heal: draining on: the leader has run without a backlog for %s only (%s wanted; at most %s more)", caughtUp().Round(time.Second), drainCaughtUp, d)
+		}
+	}
 }
 
 // jitter is d ± 50 %.

@@ -224,10 +224,14 @@ type watcher struct {
 	podsRunning, podsSucceeded, podsFailed int
 	gracefulDeletions                      int
 	evictions, pdbEvictions                int
-	reclaims, reclaimsByHistory            int
-	victims                                []victimRecord
-	evictionQueue                          []evictionEvent
-	seenRunning                            map[types.UID]bool
+	// queueFor: queue time without a break, to the last check.
+	queueFor time.Duration
+	// unjudgedEvictions: the evictions 8 did not judge, by why.
+	unjudgedEvictions           map[string]int
+	reclaims, reclaimsByHistory int
+	victims                     []victimRecord
+	evictionQueue               []evictionEvent
+	seenRunning                 map[types.UID]bool
 }
 
 type gonePod struct {
@@ -248,7 +252,7 @@ func newWatcher(ctx context.Context, c kubernetes.Interface, sp versioned.Interf
 		refusals: map[string][]time.Time{}, refusedNodes: map[string]time.Time{},
 		groupLoss: map[string]time.Time{}, partialSince: map[string]time.Time{}, groupRaced: map[string]time.Time{},
 		pins: map[types.UID]string{}, raceVerdicts: map[types.UID]raceVerdict{}, foreignStored: map[types.UID]time.Time{}, nominatedSince: map[types.UID]time.Time{}, nominationEnded: map[types.UID]time.Time{},
-		quotaChanged: map[string]time.Time{}, groupChanged: map[string]time.Time{},
+		quotaChanged: map[string]time.Time{}, groupChanged: map[string]time.Time{}, unjudgedEvictions: map[string]int{},
 		nodeGone: map[string]time.Time{}, gone: map[types.UID]gonePod{}, usedHistory: map[string][]usedSample{},
 		t: newTimers(), seenRunning: map[types.UID]bool{},
 	}
@@ -603,6 +607,11 @@ func (w *watcher) check(leader string, known bool, active, attempts float64) {
 			fmt.Sprintf("the leader (%s) has made no scheduling attempt for %.0fs of leader time with %.0f pods in its active queue: it is stalled", w.term, w.stalledFor.Seconds(), active))
 	}
 	qt := w.queueTime()
+	if qt {
+		w.queueFor += time.Duration(w.dt * float64(time.Second))
+	} else {
+		w.queueFor = 0
+	}
 	for _, inv := range []string{"1-overcommit", "3-quota/status", "7-nothing-lost/orphan", "9-leadership/leader"} {
 		w.tick(inv, true)
 	}
@@ -807,6 +816,14 @@ func (w *watcher) noteQueue(lt bool, dt time.Duration, active float64, leader st
 
 // leaderTime: the bounds that need a scheduler count this check's seconds.
 func (w *watcher) leaderTime() bool { return !w.leaderless }
+
+// caughtUpFor: how long, to the last check, a leader has run without a
+// backlog (queue time without a break).
+func (w *watcher) caughtUpFor() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.queueFor
+}
 
 // queueTime: the bounds of the liveness oracles count this check's seconds
 // (a leader that is not catching up on a backlog).
