@@ -577,6 +577,9 @@ func (w *watcher) nonLeaderScheduled(name string, prev, last sample, ledUntil fl
 func (w *watcher) judgeDrained() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// The evictions seen in the last evictionDelay: their preemptors'
+	// other events had the drain to arrive.
+	w.judgeEvictions(time.Now().Add(evictionDelay))
 	// The liveness clocks pause while the leader catches up: one that has
 	// not caught up by the end of the drain could hide a stall.
 	if w.backlogged {

@@ -136,7 +136,12 @@ func (pl *Explain) rememberDecided(uid types.UID, now time.Time) {
 
 // decidedHere: this replica's PostFilter saw the pod fail within
 // repeatPending, and the condition that decision wrote has not been seen
-// yet (consume: it is seen now; the record is spent).
+// yet (consume: it is seen now; the record is spent). The scheduler writes
+// a condition only when it changes: a PostFilter whose message repeats
+// leaves its record unspent, so a decision no PostFilter saw that follows
+// it within the minute (no node at all) is taken for that PostFilter's and
+// not explained from its condition: it is explained by the pod's next
+// PostFilter.
 func (pl *Explain) decidedHere(uid types.UID, consume bool) bool {
 	var at any
 	var ok bool
@@ -380,7 +385,10 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 	if at, ok := pl.lastPending.Load(pod.UID); ok && now.Sub(at.(time.Time)) < repeatPending {
 		return
 	}
-	if inherited && pl.leftToACycle(pod.UID) {
+	if inherited && pl.decidedHere(pod.UID, false) {
+		// A cycle of this replica took the pod (the takeover's pass runs
+		// beside the first cycles): its PostFilter decided. Looked at
+		// last, just before the budget is taken.
 		return
 	}
 	ctx := klog.NewContext(context.Background(), logger)
@@ -406,25 +414,9 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 		r.Rejection = truncate(msg, maxGroupFailure)
 		summary = "pending, placed but not bound: " + r.Rejection
 	}
-	if inherited && pl.leftToACycle(pod.UID) {
-		// A cycle of this replica took the pod meanwhile (the takeover's
-		// pass runs beside the first cycles): its PostFilter decides.
-		return
-	}
 	if pl.out.enqueueAs(ctx, pod, r, summary, seq) && !inherited {
 		pl.rememberPending(pod.UID, now)
 	}
-}
-
-// leftToACycle: a pod this replica's own cycle explains, or chose not to,
-// so an explanation from its condition is not made: its PostFilter saw it
-// fail (and the condition it wrote is not yet seen), or it started asking
-// and the cycle that asking activated has not read it yet.
-func (pl *Explain) leftToACycle(uid types.UID) bool {
-	if _, asking := pl.asked.Load(uid); asking {
-		return true
-	}
-	return pl.decidedHere(uid, false)
 }
 
 // notExplainedOverBudget: a placement recorded, not explained (Reserve).

@@ -196,27 +196,4 @@ func TestADecisionThisReplicaSawIsNotExplainedFromItsCondition(t *testing.T) {
 	if got := counted() - before; got != 2 {
 		t.Errorf("skipped{budget} grew by %v after a decision no PostFilter saw, want 2: it was not taken from its condition", got)
 	}
-
-	// A pod that starts asking is explained by the cycle that activates,
-	// not from a condition that lands meanwhile (its earlier cycle's
-	// PostFilter skipped it: it did not ask then).
-	quiet := st.MakePod().Namespace("default").Name("quiet").UID("quiet").SchedulerName("berth").Req(map[v1.ResourceName]string{v1.ResourceCPU: "40"}).Obj()
-	if err := store.Add(quiet); err != nil {
-		t.Fatal(err)
-	}
-	asks := quiet.DeepCopy()
-	asks.Annotations = map[string]string{AnnotationRequest: "true"}
-	if err := store.Update(asks); err != nil {
-		t.Fatal(err)
-	}
-	s.pl.podUpdated(logger, quiet, asks)
-	late := asks.DeepCopy()
-	late.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: v1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 Insufficient cpu."}}
-	if err := store.Update(late); err != nil {
-		t.Fatal(err)
-	}
-	s.pl.podUpdated(logger, asks, late)
-	if got := counted() - before; got != 2 {
-		t.Errorf("skipped{budget} grew by %v once the condition of a pod that just asked arrived, want still 2: it was taken from its condition", got)
-	}
 }

@@ -150,7 +150,7 @@ func (w *writer) unplacing(uid types.UID) {
 // placed explanation is written before its bind (PreBind), so what waits
 // is a pending one, made before the bind (by this replica of a decision
 // the replica before it made, whose bind landed after). A write already
-// under way is not stopped.
+// under way is not stopped, nor tried again.
 func (w *writer) bound(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -158,6 +158,13 @@ func (w *writer) bound(uid types.UID) {
 	if _, queued := w.pending[uid]; queued {
 		delete(w.pending, uid) // the queue's key is dropped by writeNext
 		writes.WithLabelValues("superseded").Inc()
+	}
+	if w.inflight == uid {
+		// The write under way is not tried again if it fails.
+		if w.placed == nil {
+			w.placed = map[types.UID]uint64{}
+		}
+		w.placed[uid] = w.next()
 	}
 }
 
@@ -290,7 +297,7 @@ func (w *writer) writeNext(ctx context.Context, logger klog.Logger) bool {
 	gone := w.inflightGone
 	w.inflight, w.inflightGone = "", false
 	close(w.done)
-	if _, newer := w.pending[uid]; newer || gone || err == nil || !transient(err) || w.queue.NumRequeues(uid) >= queueRetries {
+	if _, newer := w.pending[uid]; newer || gone || err == nil || !transient(err) || w.superseded(it) || w.queue.NumRequeues(uid) >= queueRetries {
 		w.queue.Forget(uid)
 		return true
 	}

@@ -193,3 +193,20 @@ func TestAPendingExplanationQueuedWhenTheBindIsSeenIsDropped(t *testing.T) {
 		t.Errorf("patches %q: a pending explanation was written on a bound pod", p.bodies)
 	}
 }
+
+// A pending explanation being written when the pod's bind is seen is not
+// tried again if that write fails (it may not be stopped).
+func TestAWriteUnderWayWhenTheBindIsSeenIsNotRetried(t *testing.T) {
+	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u-p"}}
+	p := &patches{failFirst: 1}
+	w := writerUnderTest(t, pod, p)
+	w.fh.ClientSet().(*kubefake.Clientset).PrependReactor("patch", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		w.bound("u-p") // the bind arrives during the write
+		return false, nil, nil
+	})
+	w.enqueue(t.Context(), pod, pendingResult("bound meanwhile"), "pending")
+	w.writeNext(t.Context(), klog.FromContext(t.Context()))
+	if n, r := w.queue.Len(), w.queue.NumRequeues("u-p"); n != 0 || r != 0 {
+		t.Errorf("after a failed write of a pod bound meanwhile: queue length %d, requeues %d; want 0, 0", n, r)
+	}
+}
