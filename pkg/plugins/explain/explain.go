@@ -385,11 +385,16 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 	if at, ok := pl.lastPending.Load(pod.UID); ok && now.Sub(at.(time.Time)) < repeatPending {
 		return
 	}
-	if inherited && pl.decidedHere(pod.UID, false) {
-		// A cycle of this replica took the pod (the takeover's pass runs
-		// beside the first cycles): its PostFilter decided. Looked at
-		// last, just before the budget is taken.
-		return
+	if inherited {
+		// Numbered before the look below: a PostFilter after it queues
+		// a newer explanation, which replaces this one.
+		seq = pl.out.next()
+		if pl.decidedHere(pod.UID, false) {
+			// A cycle of this replica took the pod (the takeover's pass
+			// runs beside the first cycles): its PostFilter decided.
+			// Looked at last, just before the budget is taken.
+			return
+		}
 	}
 	ctx := klog.NewContext(context.Background(), logger)
 	if !pl.withinBudget(ctx, pod) {
@@ -414,7 +419,17 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 		r.Rejection = truncate(msg, maxGroupFailure)
 		summary = "pending, placed but not bound: " + r.Rejection
 	}
-	if pl.out.enqueueAs(ctx, pod, r, summary, seq) && !inherited {
+	it := item{pod: pod, result: r, summary: summary, seq: seq}
+	if inherited && pl.pods != nil {
+		it.recheck = func() (*v1.Pod, bool) {
+			cur, err := pl.pods.Pods(pod.Namespace).Get(pod.Name)
+			if err != nil || cur.UID != pod.UID || unexplainedDecision(cur) != msg || pl.decidedHere(pod.UID, false) {
+				return nil, false
+			}
+			return cur, true
+		}
+	}
+	if pl.out.enqueueItem(ctx, it) && !inherited {
 		pl.rememberPending(pod.UID, now)
 	}
 }

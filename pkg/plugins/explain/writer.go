@@ -48,6 +48,14 @@ type item struct {
 	// seq orders the explanations of a pod as its cycles made them (from
 	// writer.next, taken in the scheduling cycle).
 	seq uint64
+	// recheck is set for an explanation made from the pod's condition
+	// (no cycle of this replica ran): it is written on the pod's version
+	// it was made from (a resourceVersion precondition), so that a pod
+	// changed since (bound, or explained, by the replica before: writes it
+	// had held that landed late) is not given it. On a conflict, recheck
+	// reads the pod's newest version and says whether its decision still
+	// has no explanation; the write is then tried again on that version.
+	recheck func() (*v1.Pod, bool)
 }
 
 // writer writes explanations off the scheduling goroutine (a pending pod's
@@ -211,11 +219,16 @@ func (w *writer) enqueue(ctx context.Context, pod *v1.Pod, r *Result, summary st
 // enqueueAs is enqueue with the explanation numbered seq (0: the next
 // number): one made from an earlier moment than now.
 func (w *writer) enqueueAs(ctx context.Context, pod *v1.Pod, r *Result, summary string, seq uint64) bool {
-	explanations.WithLabelValues(r.Outcome).Inc()
-	if seq == 0 {
-		seq = w.next()
+	return w.enqueueItem(ctx, item{pod: pod, result: r, summary: summary, seq: seq})
+}
+
+// enqueueItem is enqueueAs of an item made whole (recheck set).
+func (w *writer) enqueueItem(ctx context.Context, it item) bool {
+	explanations.WithLabelValues(it.result.Outcome).Inc()
+	if it.seq == 0 {
+		it.seq = w.next()
 	}
-	it := item{pod: pod, result: r, summary: summary, seq: seq}
+	pod := it.pod
 	w.mu.Lock()
 	old, queued := w.pending[pod.UID]
 	switch {
@@ -297,7 +310,16 @@ func (w *writer) writeNext(ctx context.Context, logger klog.Logger) bool {
 	gone := w.inflightGone
 	w.inflight, w.inflightGone = "", false
 	close(w.done)
-	if _, newer := w.pending[uid]; newer || gone || err == nil || !transient(err) || w.superseded(it) || w.queue.NumRequeues(uid) >= queueRetries {
+	retry := err != nil && transient(err)
+	if apierrors.IsConflict(err) && it.recheck != nil {
+		// The pod changed since the explanation was made from it.
+		if cur, ok := it.recheck(); ok {
+			it.pod, retry = cur, true
+		} else {
+			writes.WithLabelValues("superseded").Inc()
+		}
+	}
+	if _, newer := w.pending[uid]; newer || gone || !retry || w.superseded(it) || w.queue.NumRequeues(uid) >= queueRetries {
 		w.queue.Forget(uid)
 		return true
 	}
@@ -350,7 +372,11 @@ func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry b
 		logger.Error(err, "Explain: encoding an explanation", "pod", klog.KObj(it.pod))
 		return nil // counted and logged; trying again cannot help
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationResult: string(b)}}})
+	meta := map[string]any{"annotations": map[string]string{AnnotationResult: string(b)}}
+	if it.recheck != nil {
+		meta["resourceVersion"] = it.pod.ResourceVersion // see item.recheck
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": meta})
 	if err != nil {
 		writes.WithLabelValues("error").Inc()
 		return nil
@@ -365,6 +391,11 @@ func (w *writer) write(ctx context.Context, logger klog.Logger, it item, retry b
 		err = waitErr
 	}
 	if err != nil {
+		if apierrors.IsConflict(err) && it.recheck != nil {
+			// Counted by writeNext, which reads the pod again.
+			logger.V(4).Info("Explain: the pod changed since its explanation was made from its condition", "pod", klog.KObj(it.pod))
+			return err
+		}
 		if apierrors.IsNotFound(err) {
 			w.forget(it.pod.UID) // gone: its delete may have been seen already
 		}

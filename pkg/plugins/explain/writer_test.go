@@ -210,3 +210,50 @@ func TestAWriteUnderWayWhenTheBindIsSeenIsNotRetried(t *testing.T) {
 		t.Errorf("after a failed write of a pod bound meanwhile: queue length %d, requeues %d; want 0, 0", n, r)
 	}
 }
+
+// An explanation made from a pod's condition is written on the pod's
+// version it was made from: when the pod changed since (here a conflict),
+// it is tried again on the newest version while its decision still has no
+// explanation, and dropped once it has one (the replica before bound the
+// pod, or explained it, with writes it had held that landed late).
+func TestAnExplanationFromTheConditionIsWrittenOnThePodsVersion(t *testing.T) {
+	for _, stillUnexplained := range []bool{true, false} {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "u-p", ResourceVersion: "7"}}
+		p := &patches{failFirst: 1, fail: apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "p", nil)}
+		w := writerUnderTest(t, pod, p)
+		ctx, logger := t.Context(), klog.FromContext(t.Context())
+		newer := pod.DeepCopy()
+		newer.ResourceVersion = "9"
+		rechecks := 0
+		it := item{pod: pod, result: pendingResult("decided by the leader before"), summary: "pending", recheck: func() (*v1.Pod, bool) {
+			rechecks++
+			return newer, stillUnexplained
+		}}
+		if !w.enqueueItem(ctx, it) {
+			t.Fatal("not queued")
+		}
+		w.writeNext(ctx, logger) // the conflict
+		if rechecks != 1 {
+			t.Fatalf("rechecks %d after a conflict, want 1", rechecks)
+		}
+		if !stillUnexplained {
+			if n, r := w.queue.Len(), w.queue.NumRequeues("u-p"); n != 0 || r != 0 {
+				t.Errorf("the pod has an explanation since: queue length %d, requeues %d; want 0, 0", n, r)
+			}
+			continue
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			w.writeNext(ctx, logger) // after the queue's backoff
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("not tried again within 10s")
+		}
+		if len(p.bodies) != 1 || !strings.Contains(p.bodies[0], `"resourceVersion":"9"`) {
+			t.Errorf("patches %q: want one, on the pod's newest version (resourceVersion 9)", p.bodies)
+		}
+	}
+}
