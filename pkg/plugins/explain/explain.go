@@ -78,7 +78,8 @@ type Explain struct {
 	// saw (UID → time.Time), whatever it then did (explained it, or not:
 	// the budget, repeatPending, an error): the condition the scheduler
 	// writes next is that decision's, not one to explain from the
-	// condition (podUpdated). Forgotten as lastPending is.
+	// condition (podUpdated). Forgotten when the pod is bound or deleted,
+	// spent by the condition's next change, and swept after repeatPending.
 	decided       sync.Map
 	decidedStores atomic.Uint64
 	// inheritedPasses counts explainInherited's passes (tests).
@@ -140,8 +141,8 @@ func (pl *Explain) rememberDecided(uid types.UID, now time.Time) {
 // a condition only when it changes: a PostFilter whose message repeats
 // leaves its record unspent, so a decision no PostFilter saw that follows
 // it within the minute (no node at all) is taken for that PostFilter's and
-// not explained from its condition: it is explained by the pod's next
-// PostFilter.
+// not explained from its condition; the pod keeps the explanation it had
+// (or none) until a PostFilter of Explain runs for it again.
 func (pl *Explain) decidedHere(uid types.UID, consume bool) bool {
 	var at any
 	var ok bool

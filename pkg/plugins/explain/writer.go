@@ -74,7 +74,9 @@ type item struct {
 // bound pod never ends with a pending explanation, whether or not its
 // placement was explained. A pod another replica bound (the leader before,
 // a bind that landed late) has what is queued for it dropped when its bind
-// is seen; a write under way then is not stopped.
+// is seen, and an explanation made from a pod's condition is written on
+// the pod's version it was made from (item.recheck), so it never lands on
+// a pod bound since.
 type writer struct {
 	fh    fwk.Handle
 	queue workqueue.TypedRateLimitingInterface[types.UID]
