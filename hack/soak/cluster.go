@@ -103,9 +103,6 @@ type sample struct {
 	// leader was doing when a bound was missed.
 	Pending  map[string]float64 `json:"pending,omitempty"`
 	Attempts map[string]float64 `json:"attempts,omitempty"`
-	// ExplainBudgetSkips is berth_explain_skipped_total{reason="budget"}
-	// (all profiles): the pods Explain left unexplained over its budget.
-	ExplainBudgetSkips float64 `json:"explainBudgetSkips,omitempty"`
 }
 
 func (r *replica) logPath(start int) string {
@@ -221,8 +218,6 @@ func (cl *cluster) scrapeMetricsOnce(ctx context.Context, r *replica) (sample, e
 			out.Pending[label(line, "queue")] += lastFloat(line)
 		case strings.HasPrefix(line, "scheduler_schedule_attempts_total{"):
 			out.Attempts[label(line, "result")] += lastFloat(line)
-		case strings.HasPrefix(line, "berth_explain_skipped_total{") && label(line, "reason") == "budget":
-			out.ExplainBudgetSkips += lastFloat(line)
 		}
 	}
 	return out, s.Err()

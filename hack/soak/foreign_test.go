@@ -363,8 +363,7 @@ func TestALeadersTermIsTheProcessStartItsScrapeRead(t *testing.T) {
 		}
 		_, _ = io.WriteString(rw, "leader_election_master_status{name=\"kube-scheduler\"} 1\n"+
 			"scheduler_schedule_attempts_total{profile=\"berth-all\",result=\"scheduled\"} 5\n"+
-			"scheduler_schedule_attempts_total{profile=\"berth-all\",result=\"unschedulable\"} 7\n"+
-			"berth_explain_skipped_total{reason=\"budget\"} 41\n")
+			"scheduler_schedule_attempts_total{profile=\"berth-all\",result=\"unschedulable\"} 7\n")
 	}))
 	defer srv.Close()
 	u, err := url.Parse(srv.URL)
@@ -382,43 +381,8 @@ func TestALeadersTermIsTheProcessStartItsScrapeRead(t *testing.T) {
 	if term, attempts := leaderOf(r, s); term != "berth-0#3" || attempts != 12 || !s.Leader {
 		t.Fatalf("term %q, attempts %v, leader %v: want berth-0#3, 12, true", term, attempts, s.Leader)
 	}
-	if s.ExplainBudgetSkips != 41 {
-		t.Errorf("Explain's budget skips %v, want 41", s.ExplainBudgetSkips)
-	}
 	restart = true
 	if _, err := cl.scrapeMetrics(t.Context(), r); err == nil {
 		t.Fatal("a scrape across a restart gave a reading")
-	}
-}
-
-// A pending pod's 6-explain clock stops while the leader withholds
-// explanations over Explain's budget, read from its own count: a takeover
-// tries every pending pod again and spends the budget (the 1,000-node soak:
-// 1,688 pods skipped in three minutes) while the pods' decision times,
-// which the estimate by pods that asked reads, stay where they were.
-func TestTheBudgetIsSpentWhileTheLeadersSkipsGrow(t *testing.T) {
-	w := &watcher{}
-	now := time.Now()
-	w.noteBudget("berth-0#1", true, 0)
-	if w.budgetSpent(now) {
-		t.Fatal("spent with no skip counted")
-	}
-	w.noteBudget("berth-0#1", true, 0)
-	w.noteBudget("berth-0#1", true, 3)
-	if !w.budgetSpent(time.Now()) {
-		t.Fatal("not spent when the skips grew")
-	}
-	w.budgetSkippedAt = now.Add(-budgetSpentWindow)
-	w.noteBudget("berth-0#1", true, 3)
-	if w.budgetSpent(time.Now()) {
-		t.Fatal("spent when the skips did not grow for a window")
-	}
-	w.noteBudget("berth-1#2", false, 0) // no answer: nothing learnt
-	if w.budgetSpent(time.Now()) {
-		t.Fatal("spent on a scrape that did not answer")
-	}
-	w.noteBudget("berth-1#2", true, 5) // a new term that has skipped since its start
-	if !w.budgetSpent(time.Now()) {
-		t.Fatal("not spent on a new term's first reading with skips")
 	}
 }

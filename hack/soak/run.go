@@ -239,7 +239,6 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 			logf("watcher: a replica did not answer its scrape; checking as if it led")
 		}
 		term, attempts := leaderOf(r, s)
-		w.noteBudget(term, r != nil, s.ExplainBudgetSkips)
 		w.check(term, known, queueOf(r, s), attempts)
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })
@@ -301,7 +300,6 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	loop(3*time.Second, func() {
 		r, s, known := cl.leaderKnown(drainCtx)
 		term, attempts := leaderOf(r, s)
-		w.noteBudget(term, r != nil, s.ExplainBudgetSkips)
 		w.check(term, known, queueOf(r, s), attempts)
 	})
 	loop(30*time.Second, func() { cl.logProgress(logf) })

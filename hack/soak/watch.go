@@ -155,14 +155,8 @@ type watcher struct {
 	// term does not come back). backlogAcross: the backlog across terms;
 	// stalledFor: backlogged leader time with no attempt made, attempts
 	// the term's count at the last reading (-1: none yet).
-	term  string
-	terms map[string]bool
-	// budgetTerm, budgetSkips: the leader term whose Explain budget skips
-	// were read last, and the count; budgetSkippedAt: when a reading last
-	// found them grown (Explain withheld explanations over its budget).
-	budgetTerm                string
-	budgetSkips               float64
-	budgetSkippedAt           time.Time
+	term                      string
+	terms                     map[string]bool
 	backlogAcross, stalledFor time.Duration
 	attempts                  float64
 	// disturbed: faults that can cut a leader's work short (disturbance).
@@ -823,34 +817,6 @@ func (w *watcher) noteQueue(lt bool, dt time.Duration, active float64, leader st
 // leaderTime: the bounds that need a scheduler count this check's seconds.
 func (w *watcher) leaderTime() bool { return !w.leaderless }
 
-// noteBudget reads the leader's count of pods Explain left unexplained
-// over its budget (berth_explain_skipped_total{reason="budget"}; read:
-// its scrape answered). A count that grew since the term's last reading,
-// or a term's first reading above 0 (skipped since it started), marks the
-// budget spent now.
-func (w *watcher) noteBudget(term string, read bool, skips float64) {
-	if !read || term == "" {
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if skips > 0 && (term != w.budgetTerm || skips > w.budgetSkips) {
-		w.budgetSkippedAt = time.Now()
-	}
-	w.budgetTerm, w.budgetSkips = term, skips
-}
-
-// budgetSpent: the leader withheld an explanation over its budget within
-// budgetSpentWindow (w.mu held). Its pending pods' 6-explain clocks stop
-// meanwhile: each retry of a pod that asks meets the spent budget, and the
-// documented outcome is no explanation (counted).
-func (w *watcher) budgetSpent(now time.Time) bool {
-	return !w.budgetSkippedAt.IsZero() && now.Sub(w.budgetSkippedAt) < budgetSpentWindow
-}
-
-// budgetSpentWindow: see budgetSpent (a little over three checks).
-const budgetSpentWindow = 10 * time.Second
-
 // caughtUpFor: how long, to the last check, a leader has run without a
 // backlog (queue time without a break).
 func (w *watcher) caughtUpFor() time.Duration {
@@ -1330,15 +1296,8 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 				// A pod bound during a fault may have been bound after
 				// Explain's write timed out (documented: the bind goes
 				// on), and the next leader does not explain bound pods.
-				// Over budget: by the pods that asked in the minute
-				// before the pod's decision, or, for a pending pod, by
-				// the leader's own count of pods it left unexplained
-				// over its budget, which grows at a takeover (every
-				// pending pod is tried again) where the decisions'
-				// times do not.
 				judged := !overBudget(cond.LastTransitionTime.Time, p.Namespace) &&
-					(cond.Status != v1.ConditionTrue || !w.disturbedAt(cond.LastTransitionTime.Time)) &&
-					(cond.Status == v1.ConditionTrue || !w.budgetSpent(now))
+					(cond.Status != v1.ConditionTrue || !w.disturbedAt(cond.LastTransitionTime.Time))
 				// A pending pod whose decision's explanation was lost
 				// (with the leader that made it: its status write can
 				// land after that leader is gone) is explained at its
