@@ -7,6 +7,7 @@ package explain
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -152,6 +153,44 @@ func (pl *Explain) decidedHere(uid types.UID, consume bool) bool {
 		at, ok = pl.decided.Load(uid)
 	}
 	return ok && pl.now().Sub(at.(time.Time)) < repeatPending
+}
+
+// recentlyExplained: the pod's pending explanation was made within
+// repeatPending, by this replica (lastPending) or, read from the pod's
+// annotation, by the replica that led before: a new leader would
+// otherwise renew at its takeover the explanation of every pending pod it
+// tries, spending its budget on pods that have one while those that have
+// none (their explanation lost with the leader before) wait for a minute
+// with budget left. The annotation's time is remembered as this replica's.
+func (pl *Explain) recentlyExplained(pod *v1.Pod, now time.Time) bool {
+	if at, ok := pl.lastPending.Load(pod.UID); ok {
+		return now.Sub(at.(time.Time)) < repeatPending
+	}
+	raw := pod.Annotations[AnnotationResult]
+	if raw == "" {
+		return false
+	}
+	var r struct {
+		Time     metav1.Time `json:"time"`
+		Outcome  string      `json:"outcome"`
+		Decision string      `json:"decision"`
+	}
+	// One made from the pod's condition does not count: the pod's next
+	// PostFilter explains it in full.
+	if err := json.Unmarshal([]byte(raw), &r); err != nil || r.Outcome != OutcomePending || r.Decision != "" {
+		return false
+	}
+	// Written by another replica's clock: one ahead of this one's counts
+	// as now.
+	at := r.Time.Time
+	if at.After(now) {
+		at = now
+	}
+	if now.Sub(at) >= repeatPending {
+		return false
+	}
+	pl.rememberPending(pod.UID, at)
+	return true
 }
 
 var (
@@ -383,7 +422,7 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 		}
 	}
 	now := pl.now()
-	if at, ok := pl.lastPending.Load(pod.UID); ok && now.Sub(at.(time.Time)) < repeatPending {
+	if pl.recentlyExplained(pod, now) {
 		return
 	}
 	if inherited {
@@ -813,7 +852,7 @@ func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	pl.rememberDecided(pod.UID, now)
 	// A pending pod is retried every backoff: its explanation is renewed
 	// once every repeatPending at most, which spends no budget meanwhile.
-	if at, ok := pl.lastPending.Load(pod.UID); ok && now.Sub(at.(time.Time)) < repeatPending {
+	if pl.recentlyExplained(pod, now) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	if !pl.withinBudget(ctx, pod) {
