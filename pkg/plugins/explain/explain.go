@@ -114,11 +114,25 @@ func (pl *Explain) rememberPending(uid types.UID, now time.Time) {
 		return
 	}
 	pl.lastPending.Range(func(k, v any) bool {
-		if now.Sub(v.(time.Time)) >= repeatPending {
+		if r, ok := v.(renew); ok && now.Sub(r.at) >= renewTTL || !ok && now.Sub(v.(time.Time)) >= repeatPending {
 			pl.lastPending.Delete(k)
 		}
 		return true
 	})
+}
+
+// renew, in lastPending, marks a pod whose next pending explanation is
+// made whatever the explanation it carries says: it was placed since (a
+// rejection at Permit, a failed binding), or it asks anew. Swept after
+// renewTTL (the pod's bind or deletion drops it before that).
+type renew struct{ at time.Time }
+
+// renewTTL: see renew.
+const renewTTL = 10 * time.Minute
+
+// renewNext marks the pod's next pending explanation as due (renew).
+func (pl *Explain) renewNext(uid types.UID) {
+	pl.lastPending.Store(uid, renew{at: pl.now()})
 }
 
 // rememberDecided records that this replica's PostFilter saw the pod fail,
@@ -163,8 +177,9 @@ func (pl *Explain) decidedHere(uid types.UID, consume bool) bool {
 // none (their explanation lost with the leader before) wait for a minute
 // with budget left. The annotation's time is remembered as this replica's.
 func (pl *Explain) recentlyExplained(pod *v1.Pod, now time.Time) bool {
-	if at, ok := pl.lastPending.Load(pod.UID); ok {
-		return now.Sub(at.(time.Time)) < repeatPending
+	if v, ok := pl.lastPending.Load(pod.UID); ok {
+		at, made := v.(time.Time) // not made: renew
+		return made && now.Sub(at) < repeatPending
 	}
 	raw := pod.Annotations[AnnotationResult]
 	if raw == "" {
@@ -175,13 +190,16 @@ func (pl *Explain) recentlyExplained(pod *v1.Pod, now time.Time) bool {
 		Outcome  string      `json:"outcome"`
 		Decision string      `json:"decision"`
 	}
-	// One made from the pod's condition does not count: the pod's next
-	// PostFilter explains it in full.
+	// One a new leader made from the pod's condition ("decision") does
+	// not count: the pod's next PostFilter explains it in full. (A gang
+	// member's group failure, also in the scheduler's words, counts, as
+	// this replica's own record of it always did.)
 	if err := json.Unmarshal([]byte(raw), &r); err != nil || r.Outcome != OutcomePending || r.Decision != "" {
 		return false
 	}
 	// Written by another replica's clock: one ahead of this one's counts
-	// as now.
+	// as now. (A pod placed since, or asking anew, has a renew mark: its
+	// annotation is not read.)
 	at := r.Time.Time
 	if at.After(now) {
 		at = now
@@ -302,7 +320,7 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 	if pl.namespaces != nil && !pl.namespaces.Has(n.Namespace) {
 		return
 	}
-	pl.lastPending.Delete(n.UID) // asking anew: explain it at its next cycle
+	pl.renewNext(n.UID) // asking anew: explain it at its next cycle
 	if _, loaded := pl.asked.LoadOrStore(n.UID, struct{}{}); !loaded {
 		pl.nAsked.Add(1)
 	}
@@ -487,7 +505,7 @@ func (pl *Explain) placedUnexplained(pod *v1.Pod, nodeName string, s *cycleState
 	if pod.Annotations[AnnotationRequest] != "true" && pod.Annotations[AnnotationResult] == "" {
 		return
 	}
-	pl.lastPending.Delete(pod.UID)
+	pl.renewNext(pod.UID)
 	r := pl.newResult(OutcomePlaced, 0)
 	r.Placed = &Placed{Node: nodeName, Unexplained: notExplainedOverBudget}
 	if l, err := pl.fh.SnapshotSharedLister().NodeInfos().List(); err == nil {
@@ -697,7 +715,7 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		tried := s.tried
 		s.tried = nil
 		if tried != nil && tried.result.Placed != nil && tried.result.Placed.Node == nodeName {
-			pl.lastPending.Delete(pod.UID)
+			pl.renewNext(pod.UID)
 			explanations.WithLabelValues(tried.result.Outcome).Inc()
 			tried.pod = pod
 			s.placed = tried
@@ -711,7 +729,7 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 	}
 	if !inGroupCycle {
 		// A try is no placement yet: the pending explanation's pace stays.
-		pl.lastPending.Delete(pod.UID)
+		pl.renewNext(pod.UID)
 	}
 	start := pl.now()
 	r, err := pl.explainPlaced(ctx, state, pod, nodeName, s)

@@ -438,7 +438,7 @@ func TestALateGroupFailureDoesNotOverwriteThePlacement(t *testing.T) {
 	if n := s.pl.out.queue.Len(); n != 0 {
 		t.Fatalf("%d explanations queued: the group failure delivered after the member's Reserve was taken for its explanation", n)
 	}
-	if _, spent := s.pl.lastPending.Load(member.UID); spent {
+	if v, _ := s.pl.lastPending.Load(member.UID); func() bool { _, made := v.(time.Time); return made }() {
 		t.Fatal("the stale group failure counted as the member's explanation (repeatPending)")
 	}
 	s.f.RunReservePluginsUnreserve(s.ctx, state, assumed(member, "big"), "big")

@@ -14,6 +14,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
@@ -237,5 +238,38 @@ func TestANewLeaderDoesNotRenewAnExplanationTheLeaderBeforeMadeWithinTheMinute(t
 		if renewed := computed() > before; renewed != tc.renewed {
 			t.Errorf("pod %s: renewed %v, want %v", tc.pod.Name, renewed, tc.renewed)
 		}
+	}
+}
+
+// A pod placed since its pending explanation (then rejected at Permit, or
+// its binding failed) has its next pending explanation made, whatever the
+// explanation it carries says (a review found the annotation's time read
+// again once the placement had cleared this replica's record: a gang
+// member released at Permit kept saying it fit no node for a minute).
+func TestAPlacementRenewsThePendingExplanation(t *testing.T) {
+	nodes, pods := cluster()
+	p := asking("placed", "1")
+	p.Spec.SchedulerName = "berth"
+	r := &Result{Version: ResultVersion, Profile: "berth", Time: metav1.NewTime(time.Now().Add(-10 * time.Second).UTC().Truncate(time.Second)), Outcome: OutcomePending, Nodes: 3}
+	raw, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Annotations[AnnotationResult] = string(raw)
+	s := newSim(t, nil, nodes, pods, p)
+	s.pl.leader = nil
+	if !s.pl.recentlyExplained(p, time.Now()) {
+		t.Fatal("an explanation made 10 s ago is not recent: the test tests nothing")
+	}
+	state := framework.NewCycleState()
+	if _, st, _ := s.f.RunPreFilterPlugins(s.ctx, state, p); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	if st := s.f.RunReservePluginsReserve(s.ctx, state, assumed(p, "big"), "big"); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	s.f.RunReservePluginsUnreserve(s.ctx, state, assumed(p, "big"), "big")
+	if s.pl.recentlyExplained(p, time.Now()) {
+		t.Error("placed and unreserved since its pending explanation, the pod's next one is held back by the annotation's time")
 	}
 }
