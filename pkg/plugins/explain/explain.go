@@ -72,7 +72,8 @@ type Explain struct {
 	asked  sync.Map
 	nAsked atomic.Int32
 	// lastPending: when each pending pod was last explained (UID →
-	// time.Time); forgotten when it is bound or deleted, or asks anew.
+	// time.Time), or a renew mark (its next explanation is due: placed
+	// since, or asking anew); forgotten when it is bound or deleted.
 	lastPending   sync.Map
 	pendingStores atomic.Uint64
 	// decided: the pending pods whose failure this replica's PostFilter
@@ -207,7 +208,12 @@ func (pl *Explain) recentlyExplained(pod *v1.Pod, now time.Time) bool {
 	if now.Sub(at) >= repeatPending {
 		return false
 	}
-	pl.rememberPending(pod.UID, at)
+	// A renew mark stored meanwhile (the pod's Reserve, on the scheduling
+	// goroutine) stands.
+	if v, loaded := pl.lastPending.LoadOrStore(pod.UID, at); loaded {
+		at, made := v.(time.Time)
+		return made && now.Sub(at) < repeatPending
+	}
 	return true
 }
 
@@ -320,7 +326,12 @@ func (pl *Explain) podUpdated(logger klog.Logger, oldObj, newObj any) {
 	if pl.namespaces != nil && !pl.namespaces.Has(n.Namespace) {
 		return
 	}
-	pl.renewNext(n.UID) // asking anew: explain it at its next cycle
+	if pl.leader == nil || pl.leader.Allowed() {
+		// Asking anew: explain it at its next cycle. (Not on a standby,
+		// which keeps no record of its own: after a takeover, the
+		// explanation the leader before made stands its minute.)
+		pl.renewNext(n.UID)
+	}
 	if _, loaded := pl.asked.LoadOrStore(n.UID, struct{}{}); !loaded {
 		pl.nAsked.Add(1)
 	}

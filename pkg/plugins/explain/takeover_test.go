@@ -19,6 +19,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 
 	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/internal/leadership"
 	"github.com/berth-scheduler/berth/internal/testing/podgroupcycle"
 )
 
@@ -271,5 +272,21 @@ func TestAPlacementRenewsThePendingExplanation(t *testing.T) {
 	s.f.RunReservePluginsUnreserve(s.ctx, state, assumed(p, "big"), "big")
 	if s.pl.recentlyExplained(p, time.Now()) {
 		t.Error("placed and unreserved since its pending explanation, the pod's next one is held back by the annotation's time")
+	}
+}
+
+// A standby replica does not mark a pod that starts asking as due: it
+// keeps no record of its own, and after a takeover the explanation the
+// leader before made stands its minute.
+func TestAStandbyDoesNotMarkAPodThatStartsAsking(t *testing.T) {
+	nodes, pods := cluster()
+	s := newSim(t, nil, nodes, pods)
+	s.pl.leader = leadership.NewWriter(s.ctx, func() bool { return false }) // never synced: a standby
+	quiet := st.MakePod().Namespace("default").Name("quiet").UID("quiet").SchedulerName("berth").Obj()
+	asks := quiet.DeepCopy()
+	asks.Annotations = map[string]string{AnnotationRequest: "true"}
+	s.pl.podUpdated(klog.FromContext(s.ctx), quiet, asks)
+	if v, ok := s.pl.lastPending.Load(asks.UID); ok {
+		t.Errorf("a standby marked the pod that starts asking: %v", v)
 	}
 }
