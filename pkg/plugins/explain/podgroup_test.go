@@ -190,7 +190,7 @@ func TestAPodRejectedAtPermitIsExplained(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods("a").Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := explainedPending(t, c, "a", "held")
+	r, err := explainedPending(t, c, "held")
 	if err != nil {
 		t.Fatalf("the pod rejected at Permit was not explained as pending (last result %+v): %v", r, err)
 	}
@@ -218,7 +218,7 @@ func TestAPodRejectedAtPermitAgainWithTheSameMessageIsExplained(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods("a").Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := explainedPending(t, c, "a", "again")
+	r, err := explainedPending(t, c, "again")
 	if err != nil {
 		t.Fatalf("the pod rejected at Permit with its condition's message was not explained as pending (last result %+v): %v", r, err)
 	}
@@ -300,7 +300,8 @@ func TestALateRejectionIsSupersededByThePlacementAfterIt(t *testing.T) {
 
 // explainedPending waits until the pod's explanation says Pending, and
 // returns it (the last one read, if it never does).
-func explainedPending(t *testing.T, c *podgroupcycle.Cluster, ns, name string) (*Result, error) {
+func explainedPending(t *testing.T, c *podgroupcycle.Cluster, name string) (*Result, error) {
+	const ns = "a" // every such test's pods are in namespace a
 	t.Helper()
 	var r *Result
 	err := wait.PollUntilContextTimeout(t.Context(), 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {

@@ -87,7 +87,7 @@ func TestALeaderThatTakesOverExplainsTheDecisionBeforeIt(t *testing.T) {
 		decidedBefore("gated", v1.PodReasonSchedulingGated, "Scheduling is blocked due to non-empty scheduling gates"),
 		explained,
 	)
-	r, err := explainedPending(t, c, "a", "lost")
+	r, err := explainedPending(t, c, "lost")
 	if err != nil {
 		t.Fatalf("the decision of the leader before was not explained (last result %+v): %v", r, err)
 	}
@@ -138,7 +138,7 @@ func TestADecisionThatLandsAfterTheTakeoverIsExplained(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods("a").UpdateStatus(t.Context(), p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := explainedPending(t, c, "a", "late")
+	r, err := explainedPending(t, c, "late")
 	if err != nil {
 		t.Fatalf("the decision that landed late was not explained (last result %+v): %v", r, err)
 	}
