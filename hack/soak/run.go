@@ -350,7 +350,8 @@ func drainUntilCaughtUp(ctx context.Context, d time.Duration, caughtUp func() ti
 		if ran < d {
 			continue
 		}
-		if c := caughtUp(); c >= drainCaughtUp || ran >= 2*d {
+		c := caughtUp()
+		if c >= drainCaughtUp || ran >= 2*d {
 			if extended {
 				logf("heal: drained %s (the leader without a backlog for the last %s)", ran.Round(time.Second), c.Round(time.Second))
 			}
@@ -358,7 +359,7 @@ func drainUntilCaughtUp(ctx context.Context, d time.Duration, caughtUp func() ti
 		}
 		if !extended {
 			extended = true
-			logf("heal: draining on: the leader has run without a backlog for %s only (%s wanted; at most %s more)", caughtUp().Round(time.Second), drainCaughtUp, d)
+			logf("heal: draining on: the leader has run without a backlog for %s only (%s wanted; at most %s more)", c.Round(time.Second), drainCaughtUp, d)
 		}
 	}
 }

@@ -106,20 +106,40 @@ type Explain struct {
 // repeatPending is how often a pending pod's explanation is renewed at most.
 const repeatPending = time.Minute
 
-// rememberPending records when a pending pod was explained. Every 1,024th
-// record drops the records older than repeatPending: a pod deleted while its
-// cycle ran may be recorded after its deletion was handled.
+// rememberPending records when a pending pod was explained; the sweep
+// (remember) drops the records older than repeatPending and the renew
+// marks older than renewTTL.
 func (pl *Explain) rememberPending(uid types.UID, now time.Time) {
-	pl.lastPending.Store(uid, now)
-	if pl.pendingStores.Add(1)%1024 != 0 {
+	remember(&pl.lastPending, &pl.pendingStores, uid, now, func(v any) bool {
+		if r, ok := v.(renew); ok {
+			return now.Sub(r.at) >= renewTTL
+		}
+		return !pendingFresh(v, now)
+	})
+}
+
+// remember stores v for uid in m and, every 1,024th store (counted in
+// stores), drops the entries stale says are: a pod deleted while its
+// cycle ran may be remembered after its deletion was handled.
+func remember(m *sync.Map, stores *atomic.Uint64, uid types.UID, v any, stale func(any) bool) {
+	m.Store(uid, v)
+	if stores.Add(1)%1024 != 0 {
 		return
 	}
-	pl.lastPending.Range(func(k, v any) bool {
-		if r, ok := v.(renew); ok && now.Sub(r.at) >= renewTTL || !ok && now.Sub(v.(time.Time)) >= repeatPending {
-			pl.lastPending.Delete(k)
+	m.Range(func(k, v any) bool {
+		if stale(v) {
+			m.Delete(k)
 		}
 		return true
 	})
+}
+
+// pendingFresh: a lastPending value that holds the pod's next pending
+// explanation back at now (a time within repeatPending; a renew mark never
+// does).
+func pendingFresh(v any, now time.Time) bool {
+	at, made := v.(time.Time)
+	return made && now.Sub(at) < repeatPending
 }
 
 // renew, in lastPending, marks a pod whose next pending explanation is
@@ -139,16 +159,7 @@ func (pl *Explain) renewNext(uid types.UID) {
 // rememberDecided records that this replica's PostFilter saw the pod fail,
 // dropping the records older than repeatPending every 1,024th.
 func (pl *Explain) rememberDecided(uid types.UID, now time.Time) {
-	pl.decided.Store(uid, now)
-	if pl.decidedStores.Add(1)%1024 != 0 {
-		return
-	}
-	pl.decided.Range(func(k, v any) bool {
-		if now.Sub(v.(time.Time)) >= repeatPending {
-			pl.decided.Delete(k)
-		}
-		return true
-	})
+	remember(&pl.decided, &pl.decidedStores, uid, now, func(v any) bool { return now.Sub(v.(time.Time)) >= repeatPending })
 }
 
 // decidedHere: this replica's PostFilter saw the pod fail within
@@ -179,8 +190,7 @@ func (pl *Explain) decidedHere(uid types.UID, consume bool) bool {
 // with budget left. The annotation's time is remembered as this replica's.
 func (pl *Explain) recentlyExplained(pod *v1.Pod, now time.Time) bool {
 	if v, ok := pl.lastPending.Load(pod.UID); ok {
-		at, made := v.(time.Time) // not made: renew
-		return made && now.Sub(at) < repeatPending
+		return pendingFresh(v, now)
 	}
 	raw := pod.Annotations[AnnotationResult]
 	if raw == "" {
@@ -211,8 +221,7 @@ func (pl *Explain) recentlyExplained(pod *v1.Pod, now time.Time) bool {
 	// A renew mark stored meanwhile (the pod's Reserve, on the scheduling
 	// goroutine) stands.
 	if v, loaded := pl.lastPending.LoadOrStore(pod.UID, at); loaded {
-		at, made := v.(time.Time)
-		return made && now.Sub(at) < repeatPending
+		return pendingFresh(v, now)
 	}
 	return true
 }

@@ -145,10 +145,9 @@ func (w *writer) placing(uid types.UID, unreserved bool) {
 	}
 }
 
-// unplacing: the pod's placement ended — undone (Unreserve), or its bind
-// seen (nothing explains a bound pod as pending again: explainPendingMember
-// reads the pod first, PostFilter never sees it) — so explanations made
-// from now on are newer than it.
+// unplacing: the pod's placement ended — undone (Unreserve), or the pod is
+// in a scheduling cycle again (PreFilter) — so explanations made from now
+// on are newer than it. A bind seen ends it too (bound).
 func (w *writer) unplacing(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
