@@ -160,6 +160,8 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// Explain's per-pod refusals over its budget (6-explain's exemption).
+	w.budgetRefusals = newRefusals(cp.Dir)
 	w.audit = newAuditTrail(auditLog)
 	if err := installChartRBAC(ctx, cp, root); err != nil {
 		return nil, err
@@ -196,6 +198,10 @@ func run(ctx context.Context, o options) (rep *report, err error) {
 			// the API server, so /metrics answers during an outage.
 			"--authentication-kubeconfig=" + direct, "--authorization-kubeconfig=" + direct,
 			"--feature-gates=" + replicaGates(o.schedulerGates),
+			// The chart's log level: Explain logs each pod it leaves
+			// unexplained over its budget at V(2), and the watcher
+			// reads those lines (refusals.go).
+			"--v=2",
 		}}
 		if o.mutant != "" {
 			r.env = []string{"BERTH_MUTANT=" + o.mutant}

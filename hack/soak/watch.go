@@ -42,12 +42,8 @@ const (
 	// gangLivenessBound: a gang whose pending members fit the cluster's
 	// free room and its quota's min whole is placed (leader time). Longer
 	// than a pod's: its members wait for each other at Permit.
-	gangLivenessBound = 150 * time.Second
-	explainBound      = 30 * time.Second
-	// explainBudget is Explain's maxPerMinute (all-plugins.yaml keeps
-	// the default): a leader explains at most this many pods a minute, and
-	// the pods beyond it are counted, not explained (documented).
-	explainBudget      = 60
+	gangLivenessBound  = 150 * time.Second
+	explainBound       = 30 * time.Second
 	orphanBound        = 120 * time.Second
 	unconditionedBound = 120 * time.Second
 	// refusalTTL is AdmissionFeedback's (manifests/examples/all-plugins.yaml
@@ -224,6 +220,9 @@ type watcher struct {
 	podsRunning, podsSucceeded, podsFailed int
 	gracefulDeletions                      int
 	evictions, pdbEvictions                int
+	// budgetRefusals: Explain's per-pod refusals over its budget, read
+	// from the replicas' logs (nil: none read).
+	budgetRefusals *refusals
 	// queueFor: queue time without a break, to the last check.
 	queueFor time.Duration
 	// unjudgedEvictions: the evictions 8 did not judge, by why.
@@ -565,6 +564,9 @@ func (w *watcher) check(leader string, known bool, active, attempts float64) {
 	}
 	w.lastCheck = now
 	w.t.next()
+	if w.budgetRefusals != nil {
+		w.budgetRefusals.read(now)
+	}
 	if w.audit != nil {
 		if err := w.audit.read(); err != nil && !w.reported["audit-read"] {
 			w.reported["audit-read"] = true
@@ -1219,41 +1221,6 @@ func hasRequiredPodAffinity(p *v1.Pod) bool {
 // 4, 6, 7: per pod.
 func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[string]*nodeUse) {
 	lt, qt := w.leaderTime(), w.queueTime()
-	// asked counts the pods that asked for an explanation and had a
-	// scheduling attempt (PodScheduled set) in the minute up to t.
-	type ask struct {
-		at time.Time
-		ns string
-	}
-	var askedAt []ask
-	for _, o := range w.pods.List() {
-		p := o.(*v1.Pod)
-		if p.Annotations[explain.AnnotationRequest] == "true" {
-			if cond := scheduledCondition(p); cond != nil {
-				askedAt = append(askedAt, ask{cond.LastTransitionTime.Time, p.Namespace})
-			}
-		}
-	}
-	// asked counts them, in all and in ns.
-	asked := func(t time.Time, ns string) (all, inNS int) {
-		for _, a := range askedAt {
-			if !a.at.After(t) && t.Sub(a.at) < time.Minute {
-				all++
-				if a.ns == ns {
-					inNS++
-				}
-			}
-		}
-		return all, inNS
-	}
-	// overBudget: Explain may have left the pod unexplained (documented):
-	// the budget was spent, or its last half, which goes only to
-	// namespaces within their quarter share, and the pod's namespace had
-	// spent its share.
-	overBudget := func(t time.Time, ns string) bool {
-		all, inNS := asked(t, ns)
-		return all >= explainBudget || all >= explainBudget/2 && inNS >= explainBudget/4
-	}
 	// members: the live members of each PodGroup (Coscheduling's count).
 	members := map[string]int{}
 	for _, o := range w.pods.List() {
@@ -1281,10 +1248,9 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 				w.violate(key, "7-nothing-lost", fmt.Sprintf("pod %s bound to node %s, which does not exist, for %.0fs", id, p.Spec.NodeName, d.Seconds()), "pod "+id)
 			}
 		}
-		// 6. Every pod that asked has an explanation (unless more pods
-		// than Explain's budget, or its namespace's share, asked within
-		// the minute before its attempt), and a bound pod's names the
-		// node it is bound to.
+		// 6. Every pod that asked has an explanation (a pending one
+		// unless Explain logged its refusal over the budget), and a
+		// bound pod's names the node it is bound to.
 		if p.Annotations[explain.AnnotationRequest] == "true" {
 			// A pod held before the queue (a scheduling gate, a
 			// PreEnqueue plugin: PodScheduled False, SchedulingGated) has
@@ -1296,8 +1262,12 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 				// A pod bound during a fault may have been bound after
 				// Explain's write timed out (documented: the bind goes
 				// on), and the next leader does not explain bound pods.
-				judged := !overBudget(cond.LastTransitionTime.Time, p.Namespace) &&
-					(cond.Status != v1.ConditionTrue || !w.disturbedAt(cond.LastTransitionTime.Time))
+				// A pending pod Explain refused over its budget (its
+				// replica logged it; documented) waits for its next
+				// attempt. A bound pod refused at its Reserve still has a
+				// result naming its node (placed, unexplained).
+				judged := (cond.Status != v1.ConditionTrue || !w.disturbedAt(cond.LastTransitionTime.Time)) &&
+					(cond.Status == v1.ConditionTrue || w.budgetRefusals == nil || !w.budgetRefusals.refused(id, now))
 				// A pending pod whose decision's explanation was lost
 				// (with the leader that made it: its status write can
 				// land after that leader is gone) is explained at its

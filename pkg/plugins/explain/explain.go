@@ -605,7 +605,9 @@ func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod) bool {
 		return true
 	}
 	skipped.WithLabelValues(skippedBudget).Inc()
-	klog.FromContext(ctx).V(4).Info("Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle", "pod", klog.KObj(pod))
+	// V(2), as upstream logs each failed attempt: the pod's answer to
+	// "why was I not explained" (and the soak's per-pod oracle).
+	klog.FromContext(ctx).V(2).Info("Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle", "pod", klog.KObj(pod))
 	return false
 }
 

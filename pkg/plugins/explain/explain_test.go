@@ -35,6 +35,7 @@ import (
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
 	"github.com/berth-scheduler/berth/apis/config"
+	"github.com/berth-scheduler/berth/internal/pluginclock"
 	"github.com/berth-scheduler/berth/internal/testing/handletest"
 )
 
@@ -75,9 +76,18 @@ func newSim(t testing.TB, args *config.ExplainArgs, nodes []*v1.Node, pods []*v1
 // newSimWith is newSim with more plugins registered before Explain.
 func newSimWith(t testing.TB, args *config.ExplainArgs, before []tf.RegisterPluginFunc, nodes []*v1.Node, pods []*v1.Pod, objs ...runtime.Object) *sim {
 	t.Helper()
+	return newSimClock(t, args, nil, before, nodes, pods, objs...)
+}
+
+// newSimClock is newSimWith with the plugin's clock (nil: time.Now).
+func newSimClock(t testing.TB, args *config.ExplainArgs, now func() time.Time, before []tf.RegisterPluginFunc, nodes []*v1.Node, pods []*v1.Pod, objs ...runtime.Object) *sim {
+	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
+	if now != nil {
+		ctx = pluginclock.With(ctx, now)
+	}
 	if args == nil {
 		args = &config.ExplainArgs{TopNodes: 5}
 	}

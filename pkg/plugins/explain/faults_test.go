@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,6 +183,45 @@ func TestBudgetBoundsExplanations(t *testing.T) {
 		t.Errorf("the third pod was explained over a budget of 2 a minute")
 	}
 	metricstest.ExpectSeries(t, "berth_explain_skipped_total", "reason", skippedBudget)
+}
+
+// The budget is a rate: a pod refused over it is explained at its first
+// attempt after the budget refilled (the soak's 6-explain exempts a refused
+// pod on Explain's word, so a budget that never refills is this test's to
+// catch).
+func TestARefusedPodIsExplainedOnceTheBudgetRefills(t *testing.T) {
+	nodes, pods := cluster()
+	var asking3 []*v1.Pod
+	var objs []runtime.Object
+	for i := range 3 {
+		p := asking(fmt.Sprintf("huge-%d", i), "40")
+		p.Namespace = fmt.Sprintf("team-%d", i)
+		asking3 = append(asking3, p)
+		objs = append(objs, p)
+	}
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	s := newSimClock(t, &config.ExplainArgs{TopNodes: 5, MaxPerMinute: 2}, now, nil, nodes, pods, objs...)
+	for _, p := range asking3 {
+		s.schedule(p)
+	}
+	s.result(asking3[1])
+	refused := func() bool {
+		p, err := s.cs.CoreV1().Pods("team-2").Get(s.ctx, "huge-2", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := p.Annotations[AnnotationResult]
+		return !ok
+	}
+	if !refused() {
+		t.Fatal("the third pod was explained over a budget of 2 a minute")
+	}
+	offset.Store(int64(time.Minute))
+	s.schedule(asking3[2])
+	if r := s.result(asking3[2]); r.Outcome != OutcomePending {
+		t.Errorf("after a minute the refused pod's explanation says %q, want %q", r.Outcome, OutcomePending)
+	}
 }
 
 // Found by the soak (seed 1, invariant 6): a placed pod's explanation was
