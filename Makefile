@@ -482,7 +482,7 @@ test-soak: build envtest-bin ## The 3-minute soak of make test: seed 1, 200 node
 # 50 nodes: the workload fills the cluster within the 3 minutes, so gangs
 # wait for room and quotas reclaim (at 200 nodes a gang released one short
 # and reclaim ignoring min went unseen: room was plentiful).
-MUTANTS ?= confirmbinder-skips-check elasticquota-ignores-max reclaim-ignores-min preempts-higher-priority coscheduling-one-short admissionfeedback-forgets schedules-without-lease
+MUTANTS ?= confirmbinder-skips-check elasticquota-ignores-max reclaim-ignores-min preempts-higher-priority coscheduling-one-short admissionfeedback-forgets schedules-without-lease explain-forgets-pending
 MUTANT_MINUTES ?= 3
 MUTANT_NODES ?= 50
 

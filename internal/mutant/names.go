@@ -26,7 +26,11 @@ const (
 	// election (two replicas bind at once, as a leader that keeps binding
 	// after losing its lease would).
 	SchedulesWithoutLease Name = "schedules-without-lease"
+	// ExplainForgetsPending: Explain takes a pending pod's explanation
+	// from its budget and never writes it (the pod that asked is left
+	// without one, and nothing is logged as refused).
+	ExplainForgetsPending Name = "explain-forgets-pending"
 )
 
 // All lists every planted fault, in the order `make soak-mutants` runs them.
-var All = []Name{ConfirmBinderSkips, QuotaIgnoresMax, ReclaimIgnoresMin, PreemptsHigherPriority, GangOneShort, ForgetsRefusals, SchedulesWithoutLease}
+var All = []Name{ConfirmBinderSkips, QuotaIgnoresMax, ReclaimIgnoresMin, PreemptsHigherPriority, GangOneShort, ForgetsRefusals, SchedulesWithoutLease, ExplainForgetsPending}

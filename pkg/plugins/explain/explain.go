@@ -39,6 +39,7 @@ import (
 	"github.com/berth-scheduler/berth/apis/config/validation"
 	"github.com/berth-scheduler/berth/internal/fitoptions"
 	"github.com/berth-scheduler/berth/internal/leadership"
+	"github.com/berth-scheduler/berth/internal/mutant"
 	"github.com/berth-scheduler/berth/internal/pluginclock"
 )
 
@@ -895,7 +896,7 @@ func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	if pl.recentlyExplained(pod, now) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if !pl.withinBudget(ctx, pod) {
+	if !pl.withinBudget(ctx, pod) || mutant.On(mutant.ExplainForgetsPending) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	start := pl.now()
