@@ -647,6 +647,10 @@ type cycleState struct {
 	tried *item
 	// grouped: a PodGroup cycle tried this pod in this cycle state.
 	grouped bool
+	// refused: the node a PodGroup cycle's try of this pod found the
+	// budget spent on, in this cycle state (refused once per node, as a
+	// try is explained once per node).
+	refused string
 }
 
 // Clone returns the same state: the scored set is written once per cycle.
@@ -725,7 +729,11 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		if t := s.tried; t != nil && t.result.Placed != nil && t.result.Placed.Node == nodeName {
 			return nil
 		}
+		if s.refused == nodeName {
+			return nil // refused (counted, logged) on this node already
+		}
 		if !pl.withinBudget(ctx, pod) {
+			s.refused = nodeName
 			return nil
 		}
 	case s.grouped:

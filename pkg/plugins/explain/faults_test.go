@@ -458,6 +458,43 @@ func TestAGroupTryIsExplainedOnceAndChargedOnce(t *testing.T) {
 	}
 }
 
+// A review of the soak's per-pod oracle: a try the budget refused was
+// refused again (counted in skipped{budget}, and logged) at every Reserve of
+// the same cycle state on the same node, a count per victim ElasticQuota's
+// pod-group preemption tries. It is refused once per node and cycle state,
+// as a try is explained once.
+func TestAGroupTryRefusedOverBudgetIsCountedOnce(t *testing.T) {
+	nodes, pods := cluster()
+	p := asking("member", "1")
+	s := newSim(t, &config.ExplainArgs{TopNodes: 3, MaxPerMinute: 1}, nodes, pods, p)
+	if !s.pl.budget.Allow() {
+		t.Fatal("the budget of 1 a minute was spent before the test")
+	}
+	state := framework.NewCycleState()
+	state.SetPodGroupSchedulingCycle(framework.NewCycleState())
+	if _, st := s.pl.PreFilter(s.ctx, state, p, nil); !st.IsSuccess() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	counted := func() float64 {
+		v, err := testutil.GetCounterMetricValue(skipped.WithLabelValues(skippedBudget))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := counted()
+	for range 5 {
+		s.pl.Reserve(s.ctx, state, p, "big")
+		if explaining(state).tried != nil {
+			t.Fatal("a try was explained over a spent budget")
+		}
+		s.pl.Unreserve(s.ctx, state, p, "big")
+	}
+	if got := counted() - before; got != 1 {
+		t.Errorf("five tries on one node over the budget counted %v skips, want 1", got)
+	}
+}
+
 // Found by the soak's control at 200 nodes (invariant 6): a pod explained
 // as pending, then placed while the budget was spent, kept its Pending
 // explanation once bound. Its placement is recorded unexplained (nothing is
