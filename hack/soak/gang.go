@@ -21,10 +21,17 @@ func gangKey(p *v1.Pod) string {
 	if g := p.Labels[schedv1alpha1.PodGroupLabel]; g != "" {
 		return p.Namespace + "/" + g
 	}
-	if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil && *sg.PodGroupName != "" {
-		return p.Namespace + "/" + nativePrefix + *sg.PodGroupName
+	if nativeMember(p) {
+		return p.Namespace + "/" + nativePrefix + *p.Spec.SchedulingGroup.PodGroupName
 	}
 	return ""
+}
+
+// nativeMember: the pod is a Kubernetes PodGroup's member (its group's
+// cycle schedules it).
+func nativeMember(p *v1.Pod) bool {
+	sg := p.Spec.SchedulingGroup
+	return sg != nil && sg.PodGroupName != nil && *sg.PodGroupName != ""
 }
 
 // gang is what the invariants need of a group of either kind.

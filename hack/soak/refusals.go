@@ -33,10 +33,13 @@ type refusals struct {
 	offsets map[string]int64
 	// at: when a refusal of each pod ("namespace/name") was last read.
 	at map[string]time.Time
+	// heldMessage: a Kubernetes PodGroup member's PodScheduled message
+	// when its refusal was last seen (exempt).
+	heldMessage map[string]string
 }
 
 func newRefusals(dir string) *refusals {
-	return &refusals{glob: filepath.Join(dir, "berth-*-*.log"), offsets: map[string]int64{}, at: map[string]time.Time{}}
+	return &refusals{glob: filepath.Join(dir, "berth-*-*.log"), offsets: map[string]int64{}, at: map[string]time.Time{}, heldMessage: map[string]string{}}
 }
 
 // read takes in what the logs gained since the last read (whole lines),
@@ -81,4 +84,32 @@ func (r *refusals) readFile(path string, now time.Time) {
 func (r *refusals) refused(pod string, now time.Time) bool {
 	at, ok := r.at[pod]
 	return ok && now.Sub(at) < budgetExemption
+}
+
+// exempt: 6-explain does not judge the pending pod now. A pod refused within
+// budgetExemption is exempt: its next attempt explains it or is refused
+// again, logged again. A Kubernetes PodGroup member (member) is not explained
+// at its next attempt, whose group cycle runs no PostFilter, but when its
+// condition's message changes (or at a takeover; Explain's README): its
+// exemption stands while the message it had when it was refused does.
+func (r *refusals) exempt(pod, message string, member bool, now time.Time) bool {
+	if r.refused(pod, now) {
+		if member {
+			r.heldMessage[pod] = message
+		}
+		return true
+	}
+	if m, ok := r.heldMessage[pod]; ok {
+		if m == message {
+			return true
+		}
+		delete(r.heldMessage, pod)
+	}
+	return false
+}
+
+// forget drops a pod that is gone.
+func (r *refusals) forget(pod string) {
+	delete(r.at, pod)
+	delete(r.heldMessage, pod)
 }

@@ -59,3 +59,43 @@ func TestARefusalExemptsItsPodOnly(t *testing.T) {
 		t.Errorf("refusals past budgetExemption kept: %v", r.at)
 	}
 }
+
+// A pod refused over the budget is exempt for budgetExemption; a Kubernetes
+// PodGroup member (explained when its condition's message changes, not at
+// its next attempt) stays exempt while the message it was refused with
+// stands, and is judged once it changes (the change is explained, or
+// refused and logged again).
+func TestARefusedGroupMemberIsExemptWhileItsMessageStands(t *testing.T) {
+	dir := t.TempDir()
+	line := func(pod string) string {
+		return `I1207 15:20:01.000000   26801 explain.go:611] "Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle" pod="` + pod + `"` + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "berth-0-1.log"), []byte(line("a/member")+line("a/solo")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := newRefusals(dir)
+	now := time.Now()
+	r.read(now)
+	const msg = "pod group is unschedulable, minCount 4"
+	if !r.exempt("a/member", msg, true, now) || !r.exempt("a/solo", msg, false, now) {
+		t.Fatal("a refused pod is not exempt")
+	}
+	later := now.Add(budgetExemption)
+	r.read(later)
+	if r.exempt("a/solo", msg, false, later) {
+		t.Error("a pod that is no group's member is exempt past budgetExemption")
+	}
+	if !r.exempt("a/member", msg, true, later) {
+		t.Error("a group member refused with its message is judged while the message stands")
+	}
+	if r.exempt("a/member", "0/4 nodes are available", true, later) {
+		t.Error("a group member whose message changed since its refusal is exempt")
+	}
+	if r.exempt("a/member", msg, true, later) {
+		t.Error("the exemption came back with the old message")
+	}
+	r.forget("a/member")
+	if len(r.heldMessage) != 0 {
+		t.Errorf("forget kept %v", r.heldMessage)
+	}
+}

@@ -1238,6 +1238,9 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 			for _, k := range []string{"live/", "explain/", "explain-node/", "unconditioned/"} {
 				w.t.add(k+uid, false, false, 0)
 			}
+			if w.budgetRefusals != nil {
+				w.budgetRefusals.forget(id)
+			}
 			continue
 		}
 		// 7. No pod bound to a node that no longer exists (PodGC's job).
@@ -1267,7 +1270,7 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 				// attempt. A bound pod refused at its Reserve still has a
 				// result naming its node (placed, unexplained).
 				judged := (cond.Status != v1.ConditionTrue || !w.disturbedAt(cond.LastTransitionTime.Time)) &&
-					(cond.Status == v1.ConditionTrue || w.budgetRefusals == nil || !w.budgetRefusals.refused(id, now))
+					(cond.Status == v1.ConditionTrue || w.budgetRefusals == nil || !w.budgetRefusals.exempt(id, cond.Message, nativeMember(p), now))
 				// A pending pod whose decision's explanation was lost
 				// (with the leader that made it: its status write can
 				// land after that leader is gone) is explained at its
