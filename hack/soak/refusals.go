@@ -23,6 +23,10 @@ import (
 // pod's key may follow others the logger carries).
 var budgetRefusal = regexp.MustCompile(`not explaining this cycle".* pod="([^"]+)"`)
 
+// refusedPending: the refusal was of a pending pod's decision (its
+// "explaining" value), not of a placement tried at Reserve.
+var refusedPending = regexp.MustCompile(`not explaining this cycle".* explaining="pending"`)
+
 // budgetExemption: upstream's podMaxInUnschedulablePodsDuration and the
 // queue's 30 s flush of the unschedulable pool.
 const budgetExemption = 5*time.Minute + 30*time.Second
@@ -33,13 +37,19 @@ type refusals struct {
 	offsets map[string]int64
 	// at: when a refusal of each pod ("namespace/name") was last read.
 	at map[string]time.Time
-	// heldMessage: a Kubernetes PodGroup member's PodScheduled message
-	// when its refusal was last seen (exempt).
+	// pendingAt: when a refusal of each pod's pending decision was last
+	// read.
+	pendingAt map[string]time.Time
+	// heldMessage: a Kubernetes PodGroup member's PodScheduled message at
+	// the first check after the refusal of its pending decision read at
+	// heldFor (exempt while it stands).
 	heldMessage map[string]string
+	heldFor     map[string]time.Time
 }
 
 func newRefusals(dir string) *refusals {
-	return &refusals{glob: filepath.Join(dir, "berth-*-*.log"), offsets: map[string]int64{}, at: map[string]time.Time{}, heldMessage: map[string]string{}}
+	return &refusals{glob: filepath.Join(dir, "berth-*-*.log"), offsets: map[string]int64{}, at: map[string]time.Time{},
+		pendingAt: map[string]time.Time{}, heldMessage: map[string]string{}, heldFor: map[string]time.Time{}}
 }
 
 // read takes in what the logs gained since the last read (whole lines),
@@ -52,6 +62,7 @@ func (r *refusals) read(now time.Time) {
 	for pod, at := range r.at {
 		if now.Sub(at) >= budgetExemption {
 			delete(r.at, pod)
+			delete(r.pendingAt, pod)
 		}
 	}
 }
@@ -76,6 +87,9 @@ func (r *refusals) readFile(path string, now time.Time) {
 		r.offsets[path] = off
 		if m := budgetRefusal.FindStringSubmatch(line); m != nil {
 			r.at[m[1]] = now
+			if refusedPending.MatchString(line) {
+				r.pendingAt[m[1]] = now
+			}
 		}
 	}
 }
@@ -90,13 +104,15 @@ func (r *refusals) refused(pod string, now time.Time) bool {
 // budgetExemption is exempt: its next attempt explains it or is refused
 // again, logged again. A Kubernetes PodGroup member (member) is not explained
 // at its next attempt, whose group cycle runs no PostFilter, but when its
-// condition's message changes (or at a takeover; Explain's README): its
-// exemption stands while the message it had when it was refused does.
+// condition's message changes (or at a takeover; Explain's README): after a
+// refusal of its pending decision, it stays exempt while the message it had
+// at the first check after that refusal stands (a placement tried at Reserve
+// and refused holds no message).
 func (r *refusals) exempt(pod, message string, member bool, now time.Time) bool {
+	if at, ok := r.pendingAt[pod]; ok && member && !r.heldFor[pod].Equal(at) {
+		r.heldMessage[pod], r.heldFor[pod] = message, at
+	}
 	if r.refused(pod, now) {
-		if member {
-			r.heldMessage[pod] = message
-		}
 		return true
 	}
 	if m, ok := r.heldMessage[pod]; ok {
@@ -108,8 +124,13 @@ func (r *refusals) exempt(pod, message string, member bool, now time.Time) bool 
 	return false
 }
 
-// forget drops a pod that is gone.
-func (r *refusals) forget(pod string) {
-	delete(r.at, pod)
-	delete(r.heldMessage, pod)
+// sweep forgets the pods live no longer holds (gone; an unbound pod is
+// deleted at once, never seen terminating).
+func (r *refusals) sweep(live func(pod string) bool) {
+	for pod := range r.heldFor {
+		if !live(pod) {
+			delete(r.heldMessage, pod)
+			delete(r.heldFor, pod)
+		}
+	}
 }

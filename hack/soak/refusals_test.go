@@ -62,28 +62,47 @@ func TestARefusalExemptsItsPodOnly(t *testing.T) {
 
 // A pod refused over the budget is exempt for budgetExemption; a Kubernetes
 // PodGroup member (explained when its condition's message changes, not at
-// its next attempt) stays exempt while the message it was refused with
-// stands, and is judged once it changes (the change is explained, or
-// refused and logged again).
+// its next attempt) whose pending decision was refused stays exempt while
+// the message it had at the first check after the refusal stands, and is
+// judged once it changes (the change is explained, or refused and logged
+// again). A placement refused at Reserve holds no message, and a message
+// that changes within the window is not the one held.
 func TestARefusedGroupMemberIsExemptWhileItsMessageStands(t *testing.T) {
 	dir := t.TempDir()
-	line := func(pod string) string {
-		return `I1207 15:20:01.000000   26801 explain.go:611] "Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle" pod="` + pod + `"` + "\n"
+	line := func(pod, what string) string {
+		return `I1207 15:20:01.000000   26801 explain.go:611] "Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle" pod="` + pod + `" explaining="` + what + `"` + "\n"
 	}
-	if err := os.WriteFile(filepath.Join(dir, "berth-0-1.log"), []byte(line("a/member")+line("a/solo")), 0o600); err != nil {
+	logs := line("a/member", "pending") + line("a/solo", "pending") + line("a/tried", "placement") + line("a/moved", "pending")
+	if err := os.WriteFile(filepath.Join(dir, "berth-0-1.log"), []byte(logs), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := newRefusals(dir)
 	now := time.Now()
 	r.read(now)
 	const msg = "pod group is unschedulable, minCount 4"
-	if !r.exempt("a/member", msg, true, now) || !r.exempt("a/solo", msg, false, now) {
-		t.Fatal("a refused pod is not exempt")
+	for _, p := range []struct {
+		pod    string
+		member bool
+	}{{"a/member", true}, {"a/solo", false}, {"a/tried", true}, {"a/moved", true}} {
+		if !r.exempt(p.pod, msg, p.member, now) {
+			t.Fatalf("%s, refused, is not exempt", p.pod)
+		}
+	}
+	// Within the window a/moved's message changes: still exempt (the
+	// window), but the message held stays the refused one.
+	if !r.exempt("a/moved", "0/4 nodes are available", true, now.Add(time.Minute)) {
+		t.Fatal("a/moved is not exempt within its window")
 	}
 	later := now.Add(budgetExemption)
 	r.read(later)
 	if r.exempt("a/solo", msg, false, later) {
 		t.Error("a pod that is no group's member is exempt past budgetExemption")
+	}
+	if r.exempt("a/tried", msg, true, later) {
+		t.Error("a group member whose placement try was refused is exempt past budgetExemption")
+	}
+	if r.exempt("a/moved", "0/4 nodes are available", true, later) {
+		t.Error("a group member is exempt for a message that came after its refusal")
 	}
 	if !r.exempt("a/member", msg, true, later) {
 		t.Error("a group member refused with its message is judged while the message stands")
@@ -94,8 +113,8 @@ func TestARefusedGroupMemberIsExemptWhileItsMessageStands(t *testing.T) {
 	if r.exempt("a/member", msg, true, later) {
 		t.Error("the exemption came back with the old message")
 	}
-	r.forget("a/member")
-	if len(r.heldMessage) != 0 {
-		t.Errorf("forget kept %v", r.heldMessage)
+	r.sweep(func(pod string) bool { return pod == "a/member" })
+	if len(r.heldMessage) != 0 || len(r.heldFor) != 1 {
+		t.Errorf("sweep kept %v %v", r.heldMessage, r.heldFor)
 	}
 }

@@ -566,6 +566,10 @@ func (w *watcher) check(leader string, known bool, active, attempts float64) {
 	w.t.next()
 	if w.budgetRefusals != nil {
 		w.budgetRefusals.read(now)
+		w.budgetRefusals.sweep(func(id string) bool {
+			_, ok, _ := w.pods.GetByKey(id)
+			return ok
+		})
 	}
 	if w.audit != nil {
 		if err := w.audit.read(); err != nil && !w.reported["audit-read"] {
@@ -1237,9 +1241,6 @@ func (w *watcher) checkPods(now time.Time, nodes map[string]*v1.Node, use map[st
 		if p.DeletionTimestamp != nil || terminal(p) {
 			for _, k := range []string{"live/", "explain/", "explain-node/", "unconditioned/"} {
 				w.t.add(k+uid, false, false, 0)
-			}
-			if w.budgetRefusals != nil {
-				w.budgetRefusals.forget(id)
 			}
 			continue
 		}

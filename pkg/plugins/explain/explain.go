@@ -476,7 +476,7 @@ func (pl *Explain) explainPendingMember(logger klog.Logger, pod *v1.Pod, msg str
 		}
 	}
 	ctx := klog.NewContext(context.Background(), logger)
-	if !pl.withinBudget(ctx, pod) {
+	if !pl.withinBudget(ctx, pod, explainingPending) {
 		return
 	}
 	nodes := 0
@@ -584,11 +584,12 @@ const (
 )
 
 // withinBudget takes one explanation from the budget, or counts the pod
-// skipped. The budget is the cluster's: while more than half of it is left,
+// skipped and logs it with what would have been explained (placement or
+// pending). The budget is the cluster's: while more than half of it is left,
 // any namespace takes from it; the last half is taken in shares, a quarter
 // of maxPerMinute per namespace, so one namespace whose pods all ask takes
 // three quarters of the budget at most and the others keep the rest.
-func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod) bool {
+func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod, what string) bool {
 	if pl.budget == nil {
 		return true
 	}
@@ -608,9 +609,16 @@ func (pl *Explain) withinBudget(ctx context.Context, pod *v1.Pod) bool {
 	skipped.WithLabelValues(skippedBudget).Inc()
 	// V(2), as upstream logs each failed attempt: the pod's answer to
 	// "why was I not explained" (and the soak's per-pod oracle).
-	klog.FromContext(ctx).V(2).Info("Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle", "pod", klog.KObj(pod))
+	klog.FromContext(ctx).V(2).Info("Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle", "pod", klog.KObj(pod), "explaining", what)
 	return false
 }
+
+// What a refusal over the budget would have explained (its log line's
+// "explaining" value): a placement (Reserve) or a pending pod's decision.
+const (
+	explainingPlacement = "placement"
+	explainingPending   = "pending"
+)
 
 // plenty: more than half of the budget is left (whole explanations).
 func (pl *Explain) plenty(now time.Time) bool {
@@ -732,7 +740,7 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		if s.refused == nodeName {
 			return nil // refused (counted, logged) on this node already
 		}
-		if !pl.withinBudget(ctx, pod) {
+		if !pl.withinBudget(ctx, pod, explainingPlacement) {
 			s.refused = nodeName
 			return nil
 		}
@@ -754,7 +762,7 @@ func (pl *Explain) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Po
 		}
 		pl.placedUnexplained(pod, nodeName, s)
 		return nil
-	case !pl.withinBudget(ctx, pod):
+	case !pl.withinBudget(ctx, pod, explainingPlacement):
 		pl.placedUnexplained(pod, nodeName, s)
 		return nil
 	}
@@ -904,7 +912,7 @@ func (pl *Explain) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1
 	if pl.recentlyExplained(pod, now) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if !pl.withinBudget(ctx, pod) || mutant.On(mutant.ExplainForgetsPending) {
+	if !pl.withinBudget(ctx, pod, explainingPending) || mutant.On(mutant.ExplainForgetsPending) {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	start := pl.now()

@@ -398,7 +398,7 @@ func TestANamespaceSpendsItsShareOfTheBudget(t *testing.T) {
 	}
 	got := 0
 	for i := range 8 {
-		if s.pl.withinBudget(s.ctx, pod("greedy", fmt.Sprintf("p%d", i))) {
+		if s.pl.withinBudget(s.ctx, pod("greedy", fmt.Sprintf("p%d", i)), explainingPending) {
 			got++
 		}
 	}
@@ -406,11 +406,11 @@ func TestANamespaceSpendsItsShareOfTheBudget(t *testing.T) {
 		t.Errorf("one namespace got %d of a budget of 8 at once, want 6: the first half and its share of the rest", got)
 	}
 	for i := range 2 {
-		if !s.pl.withinBudget(s.ctx, pod("team", fmt.Sprintf("p%d", i))) {
+		if !s.pl.withinBudget(s.ctx, pod("team", fmt.Sprintf("p%d", i)), explainingPending) {
 			t.Errorf("team's explanation %d refused: the greedy namespace spent what was its share", i)
 		}
 	}
-	if s.pl.withinBudget(s.ctx, pod("team-2", "p")) {
+	if s.pl.withinBudget(s.ctx, pod("team-2", "p"), explainingPending) {
 		t.Error("the profile's budget of 8 was exceeded")
 	}
 }

@@ -167,7 +167,7 @@ func TestADecisionThisReplicaSawIsNotExplainedFromItsCondition(t *testing.T) {
 		}
 		return v
 	}
-	if !s.pl.withinBudget(s.ctx, big) { // the minute's one explanation, spent
+	if !s.pl.withinBudget(s.ctx, big, explainingPending) { // the minute's one explanation, spent
 		t.Fatal("the budget of one was spent before the test")
 	}
 	before := counted()
