@@ -7,6 +7,20 @@ import (
 	"time"
 )
 
+// refusalLine is the line Explain logs for a pod over its budget, with the
+// keys before and after the pod's that the logger carries.
+func refusalLine(before, pod, after string) string {
+	return `I1207 15:20:01.000000   26801 explain.go:611] "Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle" ` + before + `pod="` + pod + `"` + after + "\n"
+}
+
+// writeLog writes a replica's log file.
+func writeLog(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A pod Explain logged over its budget is exempt from 6-explain for
 // budgetExemption after the refusal was read, and only that pod; lines are
 // read once, a partial line when it is whole, from every replica's log, with
@@ -14,19 +28,16 @@ import (
 func TestARefusalExemptsItsPodOnly(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "berth-0-3.log")
-	const line = `I1207 15:19:48.311551   26745 explain.go:611] "Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle" pod="soak-free/gang-940-c8rvp"` + "\n"
-	if err := os.WriteFile(log, []byte("I1207 15:19:40.000000   26745 server.go:187] \"Starting Kubernetes Scheduler\"\n"+line[:40]), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	const start = "I1207 15:19:40.000000   26745 server.go:187] \"Starting Kubernetes Scheduler\"\n"
+	line := refusalLine("", "soak-free/gang-940-c8rvp", "")
+	writeLog(t, log, start+line[:40])
 	r := newRefusals(dir)
 	now := time.Now()
 	r.read(now)
 	if r.refused("soak-free/gang-940-c8rvp", now) {
 		t.Fatal("a partial line was taken")
 	}
-	if err := os.WriteFile(log, []byte("I1207 15:19:40.000000   26745 server.go:187] \"Starting Kubernetes Scheduler\"\n"+line), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeLog(t, log, start+line)
 	r.read(now)
 	if !r.refused("soak-free/gang-940-c8rvp", now) {
 		t.Fatal("the refused pod is not exempt")
@@ -38,10 +49,7 @@ func TestARefusalExemptsItsPodOnly(t *testing.T) {
 		t.Fatal("still exempt after budgetExemption")
 	}
 	// Another replica's start, in a PodGroup cycle.
-	const grouped = `I1207 15:20:01.000000   26801 explain.go:611] "Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle" podGroupType="Gang" podGroup="soak-free/pg-3" pod="soak-free/pg-3-x2x9q"` + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "berth-1-2.log"), []byte(grouped), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeLog(t, filepath.Join(dir, "berth-1-2.log"), refusalLine(`podGroupType="Gang" podGroup="soak-free/pg-3" `, "soak-free/pg-3-x2x9q", ""))
 	r.read(now)
 	if !r.refused("soak-free/pg-3-x2x9q", now) {
 		t.Fatal("a PodGroup cycle's refusal is not read")
@@ -69,13 +77,8 @@ func TestARefusalExemptsItsPodOnly(t *testing.T) {
 // that changes within the window is not the one held.
 func TestARefusedGroupMemberIsExemptWhileItsMessageStands(t *testing.T) {
 	dir := t.TempDir()
-	line := func(pod, what string) string {
-		return `I1207 15:20:01.000000   26801 explain.go:611] "Explain: over maxPerMinute, or over the namespace's share of its last half; not explaining this cycle" pod="` + pod + `" explaining="` + what + `"` + "\n"
-	}
-	logs := line("a/member", "pending") + line("a/solo", "pending") + line("a/tried", "placement") + line("a/moved", "pending")
-	if err := os.WriteFile(filepath.Join(dir, "berth-0-1.log"), []byte(logs), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	line := func(pod, what string) string { return refusalLine("", pod, ` explaining="`+what+`"`) }
+	writeLog(t, filepath.Join(dir, "berth-0-1.log"), line("a/member", "pending")+line("a/solo", "pending")+line("a/tried", "placement")+line("a/moved", "pending"))
 	r := newRefusals(dir)
 	now := time.Now()
 	r.read(now)

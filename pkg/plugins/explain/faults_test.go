@@ -141,38 +141,24 @@ func TestAnnotationsAreBerths(t *testing.T) {
 // counting the pods turned away; they are scheduled all the same.
 func TestBudgetBoundsExplanations(t *testing.T) {
 	nodes, pods := cluster()
-	var asking3 []*v1.Pod
-	var objs []runtime.Object
-	for i := range 3 {
-		p := asking(fmt.Sprintf("huge-%d", i), "40")
-		// Three namespaces: each namespace's share (one a minute here)
-		// is TestANamespaceSpendsItsShareOfTheBudget's.
-		p.Namespace = fmt.Sprintf("team-%d", i)
-		asking3 = append(asking3, p)
-		objs = append(objs, p)
-	}
+	// Three namespaces: each namespace's share (one a minute here) is
+	// TestANamespaceSpendsItsShareOfTheBudget's.
+	asking3, objs := askingInTeams(3)
 	s := newSim(t, &config.ExplainArgs{TopNodes: 5, MaxPerMinute: 2}, nodes, pods, objs...)
-	counted := func() float64 {
-		v, err := testutil.GetCounterMetricValue(skipped.WithLabelValues(skippedBudget))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	before := counted()
+	before := skippedOverBudget(t)
 	for _, p := range asking3 {
 		s.schedule(p)
 	}
 	s.result(asking3[0])
 	s.result(asking3[1])
-	if got := counted() - before; got != 1 {
+	if got := skippedOverBudget(t) - before; got != 1 {
 		t.Errorf("skipped{budget} grew by %v, want 1 (the third pod in the minute)", got)
 	}
 	// A pending pod is retried every backoff: within a minute its
 	// explanation is not renewed, and no budget is spent on it.
 	s.schedule(asking3[0])
 	s.schedule(asking3[0])
-	if got := counted() - before; got != 1 {
+	if got := skippedOverBudget(t) - before; got != 1 {
 		t.Errorf("skipped{budget} grew by %v after two retries of an explained pending pod, want still 1", got)
 	}
 	p, err := s.cs.CoreV1().Pods("team-2").Get(s.ctx, "huge-2", metav1.GetOptions{})
@@ -185,20 +171,37 @@ func TestBudgetBoundsExplanations(t *testing.T) {
 	metricstest.ExpectSeries(t, "berth_explain_skipped_total", "reason", skippedBudget)
 }
 
+// askingInTeams is n pods that ask and fit no node, huge-i in namespace
+// team-i, and the same as objects for the fake clientset.
+func askingInTeams(n int) ([]*v1.Pod, []runtime.Object) {
+	var pods []*v1.Pod
+	var objs []runtime.Object
+	for i := range n {
+		p := asking(fmt.Sprintf("huge-%d", i), "40")
+		p.Namespace = fmt.Sprintf("team-%d", i)
+		pods = append(pods, p)
+		objs = append(objs, p)
+	}
+	return pods, objs
+}
+
+// skippedOverBudget is berth_explain_skipped_total{reason="budget"}.
+func skippedOverBudget(t *testing.T) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(skipped.WithLabelValues(skippedBudget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // The budget is a rate: a pod refused over it is explained at its first
 // attempt after the budget refilled (the soak's 6-explain exempts a refused
 // pod on Explain's word, so a budget that never refills is this test's to
 // catch).
 func TestARefusedPodIsExplainedOnceTheBudgetRefills(t *testing.T) {
 	nodes, pods := cluster()
-	var asking3 []*v1.Pod
-	var objs []runtime.Object
-	for i := range 3 {
-		p := asking(fmt.Sprintf("huge-%d", i), "40")
-		p.Namespace = fmt.Sprintf("team-%d", i)
-		asking3 = append(asking3, p)
-		objs = append(objs, p)
-	}
+	asking3, objs := askingInTeams(3)
 	var offset atomic.Int64
 	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	s := newSimClock(t, &config.ExplainArgs{TopNodes: 5, MaxPerMinute: 2}, now, nil, nodes, pods, objs...)
@@ -475,14 +478,7 @@ func TestAGroupTryRefusedOverBudgetIsCountedOnce(t *testing.T) {
 	if _, st := s.pl.PreFilter(s.ctx, state, p, nil); !st.IsSuccess() {
 		t.Fatalf("PreFilter: %v", st)
 	}
-	counted := func() float64 {
-		v, err := testutil.GetCounterMetricValue(skipped.WithLabelValues(skippedBudget))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	before := counted()
+	before := skippedOverBudget(t)
 	for range 5 {
 		s.pl.Reserve(s.ctx, state, p, "big")
 		if explaining(state).tried != nil {
@@ -490,7 +486,7 @@ func TestAGroupTryRefusedOverBudgetIsCountedOnce(t *testing.T) {
 		}
 		s.pl.Unreserve(s.ctx, state, p, "big")
 	}
-	if got := counted() - before; got != 1 {
+	if got := skippedOverBudget(t) - before; got != 1 {
 		t.Errorf("five tries on one node over the budget counted %v skips, want 1", got)
 	}
 }

@@ -160,19 +160,13 @@ func TestADecisionThisReplicaSawIsNotExplainedFromItsCondition(t *testing.T) {
 	big.Spec.SchedulerName = "berth" // the sim's profile
 	s := newSim(t, &config.ExplainArgs{TopNodes: 5, MaxPerMinute: 1}, nodes, pods, big)
 	s.pl.leader = nil // no election: this replica schedules
-	counted := func() float64 {
-		v, err := testutil.GetCounterMetricValue(skipped.WithLabelValues(skippedBudget))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	if !s.pl.withinBudget(s.ctx, big, explainingPending) { // the minute's one explanation, spent
+	// The minute's one explanation, spent.
+	if !s.pl.withinBudget(s.ctx, big, explainingPending) {
 		t.Fatal("the budget of one was spent before the test")
 	}
-	before := counted()
+	before := skippedOverBudget(t)
 	s.schedule(big)
-	if got := counted() - before; got != 1 {
+	if got := skippedOverBudget(t) - before; got != 1 {
 		t.Fatalf("skipped{budget} grew by %v at PostFilter, want 1", got)
 	}
 	failed := big.DeepCopy()
@@ -183,7 +177,7 @@ func TestADecisionThisReplicaSawIsNotExplainedFromItsCondition(t *testing.T) {
 	}
 	logger := klog.FromContext(s.ctx)
 	s.pl.podUpdated(logger, big, failed)
-	if got := counted() - before; got != 1 {
+	if got := skippedOverBudget(t) - before; got != 1 {
 		t.Errorf("skipped{budget} grew by %v once the condition arrived, want still 1: the decision PostFilter saw was taken again", got)
 	}
 	// The condition spent PostFilter's record: a decision no PostFilter
@@ -195,7 +189,7 @@ func TestADecisionThisReplicaSawIsNotExplainedFromItsCondition(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.pl.podUpdated(logger, failed, noNodes)
-	if got := counted() - before; got != 2 {
+	if got := skippedOverBudget(t) - before; got != 2 {
 		t.Errorf("skipped{budget} grew by %v after a decision no PostFilter saw, want 2: it was not taken from its condition", got)
 	}
 }
